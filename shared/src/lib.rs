@@ -1,0 +1,20 @@
+//! `ncclprof-shared`: everything the plugin (inside the training job) and the viewer
+//! (`ncclprof-tui`) agree on. Nothing here knows NCCL's C structs: the plugin translates
+//! every ABI version into these version-neutral types at its boundary.
+//!
+//! - [`kind`]: event kinds and NCCL state numbers, with stable values.
+//! - [`mask`]: activation-mask bits and their user-facing names.
+//! - [`record`]: the fixed-layout [`record::EventRecord`] every completed event travels as.
+//! - [`wire`]: frames on the plugin → viewer byte stream and the viewer → plugin control messages.
+//! - [`link`]: the per-user rendezvous directory, its permission checks and the entry files.
+//! - [`clock`]: the host-wide monotonic clock every process stamps with.
+
+pub mod clock;
+pub mod kind;
+pub mod link;
+pub mod mask;
+pub mod record;
+pub mod wire;
+
+/// Version of the plugin ↔ viewer protocol. Bump it with any change to a frame or record layout.
+pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,0 +1,397 @@
+//! The rendezvous between plugin processes and viewers: a private per-user directory holding
+//! one entry file per plugin process.
+//!
+//! Directory: `$NCCLPROF_DIR`, else `$XDG_RUNTIME_DIR/ncclprof`, else `/tmp/ncclprof-<uid>`.
+//! It is created with mode 0700 and, before every use, checked to be a real directory (not a
+//! symlink) owned by the current user with no group/other permissions; otherwise it is refused.
+//!
+//! Entry file: `<dir>/<pid>.json`, written atomically (temp file + rename), mode 0600, holding a
+//! [`ProcessEntry`]: who the process is, its communicators and the name of the ipc-channel
+//! one-shot server a viewer connects to. The entry is rewritten whenever a viewer leaves (a new
+//! server is published) or a communicator is added. Stale entries (dead pid, or a pid reused by
+//! another process) are recognisable with [`ProcessEntry::is_alive`].
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::wire::CommInfo;
+
+/// Environment variable overriding the rendezvous directory.
+pub const DIR_ENV: &str = "NCCLPROF_DIR";
+
+/// Why the rendezvous directory or an entry cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("rendezvous directory {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "rendezvous directory {path} is owned by uid {owner}, not by you (uid {me}); refusing to use it. Set {DIR_ENV} to a directory of your own"
+    )]
+    NotOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error(
+        "rendezvous directory {path} has mode {mode:o}: group/other may access it; refusing to use it (chmod 700 it, or set {DIR_ENV})"
+    )]
+    Permissions { path: PathBuf, mode: u32 },
+    #[error("rendezvous path {path} is not a directory (or is a symlink); refusing to use it")]
+    NotDir { path: PathBuf },
+    #[error("entry {path}: {msg}")]
+    Entry { path: PathBuf, msg: String },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LinkError + '_ {
+    move |source| LinkError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The current user's uid.
+pub fn my_uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// The rendezvous directory this process would use (not created or checked).
+pub fn default_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os(DIR_ENV).filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(x).join("ncclprof");
+    }
+    PathBuf::from(format!("/tmp/ncclprof-{}", my_uid()))
+}
+
+/// Check that `dir` is a private directory of the current user.
+pub fn check_dir(dir: &Path) -> Result<(), LinkError> {
+    let md = fs::symlink_metadata(dir).map_err(io(dir))?;
+    if !md.file_type().is_dir() {
+        return Err(LinkError::NotDir {
+            path: dir.to_path_buf(),
+        });
+    }
+    let me = my_uid();
+    if md.uid() != me {
+        return Err(LinkError::NotOwner {
+            path: dir.to_path_buf(),
+            owner: md.uid(),
+            me,
+        });
+    }
+    let mode = md.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(LinkError::Permissions {
+            path: dir.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// Create `dir` (and missing parents) with mode 0700 if needed, then [`check_dir`] it.
+/// An existing directory with loose permissions is refused, never silently chmod-ed.
+pub fn ensure_dir(dir: &Path) -> Result<(), LinkError> {
+    if fs::symlink_metadata(dir).is_err() {
+        if let Some(parent) = dir.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        match fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {
+                // The umask may have removed bits we wanted, never added any; make it exact.
+                fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(dir)(e)),
+        }
+    }
+    check_dir(dir)
+}
+
+/// What a plugin process publishes about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessEntry {
+    pub protocol: u32,
+    pub pid: u32,
+    /// Process start time in clock ticks since boot (`/proc/<pid>/stat` field 22): tells a
+    /// reused pid from the original process.
+    pub start_ticks: u64,
+    pub host: String,
+    pub uid: u32,
+    pub cmdline: String,
+    pub api_version: u32,
+    pub comms: Vec<CommInfo>,
+    /// ipc-channel one-shot server name to connect to; empty while a viewer is attached.
+    pub server: String,
+    /// How many viewers have connected so far.
+    pub generation: u64,
+}
+
+impl ProcessEntry {
+    /// Path of the entry file of `pid` in `dir`.
+    pub fn path(dir: &Path, pid: u32) -> PathBuf {
+        dir.join(format!("{pid}.json"))
+    }
+
+    /// Write atomically (temp + rename), mode 0600.
+    pub fn write(&self, dir: &Path) -> Result<(), LinkError> {
+        let path = Self::path(dir, self.pid);
+        let tmp = dir.join(format!(".{}.json.tmp", self.pid));
+        let json = serde_json::to_vec(self).map_err(|e| LinkError::Entry {
+            path: path.clone(),
+            msg: e.to_string(),
+        })?;
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io(&tmp))?;
+        f.write_all(&json).map_err(io(&tmp))?;
+        drop(f);
+        fs::rename(&tmp, &path).map_err(io(&path))
+    }
+
+    /// Read and validate an entry file: it must be a regular file owned by the current user
+    /// (another user cannot plant an entry the viewer trusts) and must parse.
+    pub fn read(path: &Path) -> Result<ProcessEntry, LinkError> {
+        let md = fs::symlink_metadata(path).map_err(io(path))?;
+        if !md.file_type().is_file() {
+            return Err(LinkError::Entry {
+                path: path.to_path_buf(),
+                msg: "not a regular file".into(),
+            });
+        }
+        if md.uid() != my_uid() {
+            return Err(LinkError::Entry {
+                path: path.to_path_buf(),
+                msg: format!("owned by uid {}, not by you; ignored", md.uid()),
+            });
+        }
+        if md.len() > 1 << 20 {
+            return Err(LinkError::Entry {
+                path: path.to_path_buf(),
+                msg: format!("{} bytes: too large for an entry", md.len()),
+            });
+        }
+        let bytes = fs::read(path).map_err(io(path))?;
+        serde_json::from_slice(&bytes).map_err(|e| LinkError::Entry {
+            path: path.to_path_buf(),
+            msg: format!("malformed: {e}"),
+        })
+    }
+
+    /// Whether the process that wrote this entry is still running (same pid, same start time).
+    pub fn is_alive(&self) -> bool {
+        process_start_ticks(self.pid) == Some(self.start_ticks)
+    }
+
+    /// Remove this entry's file (best effort).
+    pub fn remove(dir: &Path, pid: u32) {
+        let _ = fs::remove_file(Self::path(dir, pid));
+    }
+}
+
+/// Start time of `pid` in clock ticks since boot, if it is running.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: split after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // rest starts with " S ..." (field 3); start time is field 22 → index 19 in rest.
+    let field = rest.split_whitespace().nth(19)?;
+    let ticks = field.parse().ok()?;
+    // A zombie still has a /proc entry; treat it as dead.
+    let state = rest.split_whitespace().next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    Some(ticks)
+}
+
+/// List the entries in `dir` (after checking it), with the files that could not be read.
+pub fn list_entries(dir: &Path) -> Result<Vec<Result<ProcessEntry, LinkError>>, LinkError> {
+    check_dir(dir)?;
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).map_err(io(dir))? {
+        let e = e.map_err(io(dir))?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        out.push(ProcessEntry::read(&e.path()));
+    }
+    Ok(out)
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its whole length; gethostname NUL-terminates on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(pid: u32) -> ProcessEntry {
+        ProcessEntry {
+            protocol: crate::PROTOCOL_VERSION,
+            pid,
+            start_ticks: process_start_ticks(pid).unwrap_or(0),
+            host: hostname(),
+            uid: my_uid(),
+            cmdline: "test".into(),
+            api_version: 6,
+            comms: vec![],
+            server: "/tmp/x/socket".into(),
+            generation: 0,
+        }
+    }
+
+    #[test]
+    fn creates_private_dir_and_refuses_loose_ones() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("a/b/ncclprof");
+        ensure_dir(&d).unwrap();
+        let mode = fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+        let e = ensure_dir(&d).unwrap_err();
+        assert!(matches!(e, LinkError::Permissions { .. }), "{e}");
+        assert!(e.to_string().contains("refusing"));
+        // A symlink to a private dir is refused too.
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).unwrap();
+        let l = t.path().join("link");
+        std::os::unix::fs::symlink(&d, &l).unwrap();
+        assert!(matches!(check_dir(&l), Err(LinkError::NotDir { .. })));
+    }
+
+    #[test]
+    fn entries_roundtrip_and_liveness() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("r");
+        ensure_dir(&d).unwrap();
+        let me = std::process::id();
+        let e = entry(me);
+        e.write(&d).unwrap();
+        let mode = fs::metadata(ProcessEntry::path(&d, me))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let list = list_entries(&d).unwrap();
+        assert_eq!(list.len(), 1);
+        let back = list.into_iter().next().unwrap().unwrap();
+        assert_eq!(back, e);
+        assert!(back.is_alive());
+        let mut stale = e.clone();
+        stale.start_ticks += 1; // pid reused by another process
+        assert!(!stale.is_alive());
+        // Malformed entry: a clear error, the others still listed.
+        fs::write(d.join("999999.json"), b"{not json").unwrap();
+        let list = list_entries(&d).unwrap();
+        assert_eq!(list.iter().filter(|r| r.is_err()).count(), 1);
+    }
+
+    #[test]
+    fn default_dir_respects_env_order() {
+        // Only reads the environment; does not modify it.
+        let d = default_dir();
+        assert!(!d.as_os_str().is_empty());
+    }
+}
+
+/// The viewer's end of a connection to one plugin process.
+pub struct Connection {
+    /// Control messages to the plugin (mask changes).
+    pub control: ipc_channel::ipc::IpcSender<crate::wire::ViewerMsg>,
+    /// Frames from the plugin.
+    pub data: ipc_channel::ipc::IpcBytesReceiver,
+}
+
+/// Why a viewer could not connect to a plugin process.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("process {pid} speaks protocol v{theirs}, this viewer v{ours}: use matching ncclprof builds")]
+    Version { pid: u32, theirs: u32, ours: u32 },
+    #[error("process {pid} belongs to uid {uid}, not to you; not connecting")]
+    NotOwner { pid: u32, uid: u32 },
+    #[error("process {pid} has no server published (a viewer is attached, or it is starting)")]
+    Busy { pid: u32 },
+    #[error("process {pid}: server socket {server}: {msg}")]
+    Socket { pid: u32, server: String, msg: String },
+    #[error("process {pid}: connect failed: {msg}")]
+    Ipc { pid: u32, msg: String },
+}
+
+/// Connect to the one-shot server a plugin published in `entry`, hand it a fresh frame
+/// channel and return both ends. Checks the protocol version and that the entry and its
+/// socket belong to the current user before connecting.
+pub fn connect(entry: &ProcessEntry) -> Result<Connection, ConnectError> {
+    use std::os::unix::fs::FileTypeExt;
+    let pid = entry.pid;
+    if entry.protocol != crate::PROTOCOL_VERSION {
+        return Err(ConnectError::Version {
+            pid,
+            theirs: entry.protocol,
+            ours: crate::PROTOCOL_VERSION,
+        });
+    }
+    if entry.uid != my_uid() {
+        return Err(ConnectError::NotOwner {
+            pid,
+            uid: entry.uid,
+        });
+    }
+    if entry.server.is_empty() {
+        return Err(ConnectError::Busy { pid });
+    }
+    let sock_err = |msg: String| ConnectError::Socket {
+        pid,
+        server: entry.server.clone(),
+        msg,
+    };
+    if entry.server.contains('\0') {
+        return Err(sock_err("name contains a NUL byte".into()));
+    }
+    let md = fs::symlink_metadata(&entry.server).map_err(|e| sock_err(e.to_string()))?;
+    if !md.file_type().is_socket() {
+        return Err(sock_err("not a socket".into()));
+    }
+    if md.uid() != my_uid() {
+        return Err(sock_err(format!("owned by uid {}, not by you", md.uid())));
+    }
+    let ipc = |e: std::io::Error| ConnectError::Ipc {
+        pid,
+        msg: e.to_string(),
+    };
+    let control = ipc_channel::ipc::IpcSender::connect(entry.server.clone()).map_err(ipc)?;
+    let (data_tx, data) = ipc_channel::ipc::bytes_channel().map_err(ipc)?;
+    control
+        .send(crate::wire::ViewerMsg::Hello {
+            protocol: crate::PROTOCOL_VERSION,
+            viewer_pid: std::process::id(),
+            uid: my_uid(),
+            data: data_tx,
+        })
+        .map_err(|e| ConnectError::Ipc {
+            pid,
+            msg: e.to_string(),
+        })?;
+    Ok(Connection { control, data })
+}

@@ -1,0 +1,493 @@
+//! The plugin ↔ viewer protocol.
+//!
+//! **Plugin → viewer**: a byte stream of frames on an `ipc_channel::ipc::IpcBytesSender` that the
+//! viewer hands over in [`ViewerMsg::Hello`]. Each frame is a 12-byte header (magic `NCPF`,
+//! protocol version, frame kind, body length) and a body: fixed-layout [`EventRecord`]s for
+//! [`FrameKind::Events`], postcard for everything else. Frames are at most [`MAX_FRAME`] bytes
+//! so that an ipc-channel send never takes the fragmented path (which can hang when the peer
+//! dies mid-send).
+//!
+//! **Viewer → plugin**: typed [`ViewerMsg`]s on the channel the plugin's one-shot server accepted.
+
+use ipc_channel::ipc::IpcBytesSender;
+use serde::{Deserialize, Serialize};
+
+use crate::PROTOCOL_VERSION;
+use crate::kind::EventKind;
+use crate::record::{EventRecord, RECORD_SIZE};
+
+/// Frame magic, "NCPF".
+pub const MAGIC: [u8; 4] = *b"NCPF";
+/// Header size in bytes.
+pub const HEADER_SIZE: usize = 12;
+/// Largest frame (header included). ipc-channel fragments messages above ~208 KB.
+pub const MAX_FRAME: usize = 192 * 1024;
+/// Most records one Events frame holds.
+pub const MAX_RECORDS_PER_FRAME: usize = (MAX_FRAME - HEADER_SIZE) / RECORD_SIZE;
+/// Longest string the plugin interns (bytes); longer strings are truncated.
+pub const MAX_STRING: usize = 256;
+
+/// What a frame's body holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum FrameKind {
+    /// [`PluginHello`]: first frame after a viewer connects.
+    Hello = 1,
+    /// [`Meta`]: new communicators and strings.
+    Meta = 2,
+    /// Raw [`EventRecord`]s.
+    Events = 3,
+    /// [`Counters`].
+    Counters = 4,
+    /// [`InFlight`] summary.
+    InFlight = 5,
+    /// [`MaskAck`].
+    MaskAck = 6,
+    /// [`Bye`]: the plugin is finalizing or refusing the viewer.
+    Bye = 7,
+}
+
+impl FrameKind {
+    fn from_u16(v: u16) -> Option<FrameKind> {
+        Some(match v {
+            1 => FrameKind::Hello,
+            2 => FrameKind::Meta,
+            3 => FrameKind::Events,
+            4 => FrameKind::Counters,
+            5 => FrameKind::InFlight,
+            6 => FrameKind::MaskAck,
+            7 => FrameKind::Bye,
+            _ => return None,
+        })
+    }
+}
+
+/// First frame: who this plugin process is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginHello {
+    pub protocol: u32,
+    pub pid: u32,
+    pub host: String,
+    pub uid: u32,
+    /// Process command line (argv joined by spaces, truncated).
+    pub cmdline: String,
+    /// NCCL profiler API version the core selected (1–6).
+    pub api_version: u32,
+    /// ncclprof plugin version string.
+    pub plugin_version: String,
+    /// Activation mask in force.
+    pub mask: u32,
+    /// Whether profiling is started (mask applied) or stopped (mask 0).
+    pub active: bool,
+    /// How host timestamps are taken ("tsc" or "clock_gettime").
+    pub clock: String,
+}
+
+/// One communicator as seen by this process (one rank of it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommInfo {
+    /// Index used by records' `comm` field.
+    pub index: u32,
+    pub comm_hash: u64,
+    pub name: String,
+    pub nranks: i32,
+    pub nnodes: i32,
+    pub rank: i32,
+    /// API version this communicator was initialised through.
+    pub api_version: u32,
+    /// Whether the communicator is finalized.
+    pub finalized: bool,
+}
+
+/// New (or changed) communicators and newly interned strings.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Meta {
+    pub comms: Vec<CommInfo>,
+    /// (id, text); ids are dense from 1.
+    pub strings: Vec<(u16, String)>,
+}
+
+/// Why an event was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum DropReason {
+    /// The calling thread's capture ring was full (drain thread behind).
+    RingFull = 0,
+    /// More NCCL threads than capture rings.
+    NoRing = 1,
+    /// The completion table of open events was full.
+    TableFull = 2,
+    /// The viewer was slower than the stream: a frame was dropped before sending.
+    ViewerSlow = 3,
+    /// The string table was full (strings shown as "?").
+    StringsFull = 4,
+    /// Stop/state for a handle the plugin never issued (garbage or another process's).
+    UnknownHandle = 5,
+    /// An open event evicted or abandoned without completion (e.g. never-stopped steps).
+    Abandoned = 6,
+}
+
+impl DropReason {
+    pub const COUNT: usize = 7;
+    pub const ALL: [DropReason; 7] = [
+        DropReason::RingFull,
+        DropReason::NoRing,
+        DropReason::TableFull,
+        DropReason::ViewerSlow,
+        DropReason::StringsFull,
+        DropReason::UnknownHandle,
+        DropReason::Abandoned,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::RingFull => "ring full",
+            DropReason::NoRing => "no ring",
+            DropReason::TableFull => "table full",
+            DropReason::ViewerSlow => "viewer slow",
+            DropReason::StringsFull => "strings full",
+            DropReason::UnknownHandle => "unknown handle",
+            DropReason::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// Per-process counters since the plugin started (monotonic; the viewer computes rates).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Counters {
+    /// Host time the counters were read.
+    pub at_ns: u64,
+    /// Events started (captured), by [`EventKind`] index.
+    pub captured: Vec<u64>,
+    /// Completed records produced, by [`EventKind`] index.
+    pub completed: Vec<u64>,
+    /// Drops by [`DropReason`] index.
+    pub dropped: Vec<u64>,
+    pub frames_sent: u64,
+    pub bytes_sent: u64,
+    /// Events currently open in the completion table.
+    pub open_events: u64,
+    /// Capture rings in use.
+    pub rings_in_use: u32,
+    /// A panic was caught and the plugin disabled itself.
+    pub disabled: bool,
+}
+
+impl Counters {
+    pub fn total_dropped(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+    pub fn dropped_for(&self, r: DropReason) -> u64 {
+        self.dropped.get(r as usize).copied().unwrap_or(0)
+    }
+    pub fn captured_for(&self, k: EventKind) -> u64 {
+        self.captured.get(k as usize).copied().unwrap_or(0)
+    }
+}
+
+/// One open (not yet complete) collective or p2p.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenOp {
+    pub comm: u32,
+    pub rank: i32,
+    pub kind: u8,
+    pub id: u64,
+    pub seq: u64,
+    /// String id of the function.
+    pub func: u16,
+    pub start_ns: u64,
+    /// Proxy steps completed so far, per channel (index = channel id).
+    pub steps_done: Vec<u32>,
+    /// Kernel channels finished so far.
+    pub channels_done: u32,
+    pub n_channels: u32,
+}
+
+/// Periodic summary of what is in flight (so a hung collective is visible as hung).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InFlight {
+    pub at_ns: u64,
+    pub ops: Vec<OpenOp>,
+    /// Total open ops (the list may be truncated to fit a frame).
+    pub total: u32,
+}
+
+/// The mask now in force, after a viewer's request (or any change).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaskAck {
+    pub mask: u32,
+    pub active: bool,
+    /// Mask requested by the viewer (before clamping to the API version's bits).
+    pub requested: u32,
+}
+
+/// The plugin is going away or refuses the viewer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bye {
+    pub reason: String,
+}
+
+/// Viewer → plugin messages.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ViewerMsg {
+    /// First message on a new connection: the viewer's identity and where to stream frames.
+    Hello {
+        protocol: u32,
+        viewer_pid: u32,
+        uid: u32,
+        data: IpcBytesSender,
+    },
+    /// Set the activation mask (kept, and applied while started).
+    SetMask(u32),
+    /// `exampleProfilerStart(mask)`: apply `mask` and mark profiling started.
+    Start(u32),
+    /// `exampleProfilerStop()`: write 0 into the mask, remembering the previous one.
+    Stop,
+}
+
+/// A decoded frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    Hello(PluginHello),
+    Meta(Meta),
+    Events(Vec<EventRecord>),
+    Counters(Counters),
+    InFlight(InFlight),
+    MaskAck(MaskAck),
+    Bye(Bye),
+}
+
+/// Why a frame could not be decoded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("frame too short ({0} bytes, header is {HEADER_SIZE})")]
+    Short(usize),
+    #[error("bad frame magic {0:?} (not an ncclprof stream)")]
+    Magic([u8; 4]),
+    #[error(
+        "protocol version mismatch: peer speaks v{0}, this build speaks v{PROTOCOL_VERSION}; use matching ncclprof builds"
+    )]
+    Version(u16),
+    #[error("unknown frame kind {0}")]
+    Kind(u16),
+    #[error("frame length {declared} does not match {actual} bytes received")]
+    Length { declared: usize, actual: usize },
+    #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    #[error("events body of {0} bytes is not a whole number of records")]
+    Records(usize),
+    #[error("malformed {kind:?} body: {msg}")]
+    Body { kind: FrameKind, msg: String },
+}
+
+fn header(kind: FrameKind, body_len: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&(PROTOCOL_VERSION as u16).to_le_bytes());
+    out.extend_from_slice(&(kind as u16).to_le_bytes());
+    out.extend_from_slice(&(body_len as u32).to_le_bytes());
+}
+
+/// Encode an Events frame into `out` (cleared first). `records.len()` must not exceed
+/// [`MAX_RECORDS_PER_FRAME`]; extra records are not encoded. Returns how many were encoded.
+pub fn encode_events(records: &[EventRecord], out: &mut Vec<u8>) -> usize {
+    let n = records.len().min(MAX_RECORDS_PER_FRAME);
+    out.clear();
+    let body = EventRecord::as_bytes(&records[..n]);
+    header(FrameKind::Events, body.len(), out);
+    out.extend_from_slice(body);
+    n
+}
+
+/// Encode a postcard-bodied frame. Fails only if the body would exceed [`MAX_FRAME`].
+pub fn encode_msg<T: Serialize>(
+    kind: FrameKind,
+    msg: &T,
+    out: &mut Vec<u8>,
+) -> Result<(), DecodeError> {
+    let body = postcard::to_stdvec(msg).map_err(|e| DecodeError::Body {
+        kind,
+        msg: e.to_string(),
+    })?;
+    if body.len() + HEADER_SIZE > MAX_FRAME {
+        return Err(DecodeError::TooLarge(body.len() + HEADER_SIZE));
+    }
+    out.clear();
+    header(kind, body.len(), out);
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+/// Convenience: encode a [`Frame`] to a fresh buffer.
+pub fn encode(frame: &Frame) -> Result<Vec<u8>, DecodeError> {
+    let mut out = Vec::new();
+    match frame {
+        Frame::Hello(m) => encode_msg(FrameKind::Hello, m, &mut out)?,
+        Frame::Meta(m) => encode_msg(FrameKind::Meta, m, &mut out)?,
+        Frame::Events(r) => {
+            if r.len() > MAX_RECORDS_PER_FRAME {
+                return Err(DecodeError::TooLarge(HEADER_SIZE + r.len() * RECORD_SIZE));
+            }
+            encode_events(r, &mut out);
+        }
+        Frame::Counters(m) => encode_msg(FrameKind::Counters, m, &mut out)?,
+        Frame::InFlight(m) => encode_msg(FrameKind::InFlight, m, &mut out)?,
+        Frame::MaskAck(m) => encode_msg(FrameKind::MaskAck, m, &mut out)?,
+        Frame::Bye(m) => encode_msg(FrameKind::Bye, m, &mut out)?,
+    }
+    Ok(out)
+}
+
+/// Decode one frame. Total: never panics, never allocates more than the input's size.
+pub fn decode(bytes: &[u8]) -> Result<Frame, DecodeError> {
+    if bytes.len() > MAX_FRAME {
+        return Err(DecodeError::TooLarge(bytes.len()));
+    }
+    if bytes.len() < HEADER_SIZE {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    let magic = [bytes[0], bytes[1], bytes[2], bytes[3]];
+    if magic != MAGIC {
+        return Err(DecodeError::Magic(magic));
+    }
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if u32::from(version) != PROTOCOL_VERSION {
+        return Err(DecodeError::Version(version));
+    }
+    let kind_raw = u16::from_le_bytes([bytes[6], bytes[7]]);
+    let kind = FrameKind::from_u16(kind_raw).ok_or(DecodeError::Kind(kind_raw))?;
+    let declared = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
+    let body = &bytes[HEADER_SIZE..];
+    if declared != body.len() {
+        return Err(DecodeError::Length {
+            declared,
+            actual: body.len(),
+        });
+    }
+    fn msg<'a, T: Deserialize<'a>>(kind: FrameKind, body: &'a [u8]) -> Result<T, DecodeError> {
+        postcard::from_bytes(body).map_err(|e| DecodeError::Body {
+            kind,
+            msg: e.to_string(),
+        })
+    }
+    Ok(match kind {
+        FrameKind::Events => {
+            Frame::Events(EventRecord::from_bytes(body).ok_or(DecodeError::Records(body.len()))?)
+        }
+        FrameKind::Hello => Frame::Hello(msg(kind, body)?),
+        FrameKind::Meta => Frame::Meta(msg(kind, body)?),
+        FrameKind::Counters => Frame::Counters(msg(kind, body)?),
+        FrameKind::InFlight => Frame::InFlight(msg(kind, body)?),
+        FrameKind::MaskAck => Frame::MaskAck(msg(kind, body)?),
+        FrameKind::Bye => Frame::Bye(msg(kind, body)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn hello() -> PluginHello {
+        PluginHello {
+            protocol: PROTOCOL_VERSION,
+            pid: 42,
+            host: "node1".into(),
+            uid: 1000,
+            cmdline: "python train.py".into(),
+            api_version: 6,
+            plugin_version: "0.1.0".into(),
+            mask: 5982,
+            active: true,
+            clock: "tsc".into(),
+        }
+    }
+
+    #[test]
+    fn roundtrip_every_kind() {
+        let frames = vec![
+            Frame::Hello(hello()),
+            Frame::Meta(Meta {
+                comms: vec![CommInfo {
+                    index: 0,
+                    comm_hash: 0xdead_beef,
+                    name: "world".into(),
+                    nranks: 8,
+                    nnodes: 1,
+                    rank: 3,
+                    api_version: 6,
+                    finalized: false,
+                }],
+                strings: vec![(1, "AllReduce".into())],
+            }),
+            Frame::Events(vec![EventRecord {
+                id: 1,
+                kind: 1,
+                ..Default::default()
+            }]),
+            Frame::Counters(Counters {
+                captured: vec![1; EventKind::COUNT],
+                dropped: vec![0; DropReason::COUNT],
+                ..Default::default()
+            }),
+            Frame::InFlight(InFlight::default()),
+            Frame::MaskAck(MaskAck {
+                mask: 2,
+                active: true,
+                requested: 2,
+            }),
+            Frame::Bye(Bye {
+                reason: "finalize".into(),
+            }),
+        ];
+        for f in frames {
+            let bytes = encode(&f).unwrap();
+            assert!(bytes.len() <= MAX_FRAME);
+            assert_eq!(decode(&bytes).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn hello_bytes_are_stable() {
+        // Guards the wire format: a change here must bump PROTOCOL_VERSION.
+        let bytes = encode(&Frame::Hello(hello())).unwrap();
+        assert_eq!(&bytes[..12], &[b'N', b'C', b'P', b'F', 1, 0, 1, 0, 40, 0, 0, 0]);
+        assert_eq!(bytes.len(), 52);
+    }
+
+    #[test]
+    fn max_events_frame_fits() {
+        let recs = vec![EventRecord::default(); MAX_RECORDS_PER_FRAME + 5];
+        let mut out = Vec::new();
+        assert_eq!(encode_events(&recs, &mut out), MAX_RECORDS_PER_FRAME);
+        assert!(out.len() <= MAX_FRAME);
+        assert!(encode(&Frame::Events(recs)).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_input_clearly() {
+        assert_eq!(decode(b"abc"), Err(DecodeError::Short(3)));
+        assert!(matches!(decode(b"XXXXxxxxxxxx"), Err(DecodeError::Magic(_))));
+        let mut b = encode(&Frame::Bye(Bye { reason: "x".into() })).unwrap();
+        b[4] = 9;
+        let e = decode(&b).unwrap_err();
+        assert_eq!(e, DecodeError::Version(9));
+        assert!(e.to_string().contains("version mismatch"));
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            let _ = decode(&bytes);
+        }
+
+        #[test]
+        fn decode_never_panics_with_valid_header(kind in 0u16..10, body in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let mut b = Vec::new();
+            b.extend_from_slice(&MAGIC);
+            b.extend_from_slice(&(PROTOCOL_VERSION as u16).to_le_bytes());
+            b.extend_from_slice(&kind.to_le_bytes());
+            b.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            b.extend_from_slice(&body);
+            let _ = decode(&b);
+        }
+    }
+}
