@@ -1,1 +1,2 @@
-//! placeholder
+//! ncclprof-sim: a fake NCCL core that dlopens a profiler plugin and drives it.
+pub mod abi;
