@@ -1,1 +1,8 @@
-//! placeholder
+//! `ncclprof-tui`: the terminal viewer for the ncclprof NCCL profiler plugin.
+//!
+//! Sources (live rendezvous directory, the demo simulator, files) yield the same frames; the
+//! [`model`] ingests them into a compact time-indexed store; the views render window queries.
+
+#![deny(unsafe_code)]
+
+pub mod model;

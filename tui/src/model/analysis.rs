@@ -1,0 +1,348 @@
+//! Pure analysis over query rows: bandwidth, percentiles, stragglers, hangs, proxy bottlenecks,
+//! channel imbalance, size buckets. Exact numbers, tested without any screen.
+
+use std::collections::BTreeMap;
+
+use ncclprof_shared::kind::{StepPhase, busbw_factor};
+
+/// Bytes per element of an NCCL datatype name.
+pub fn dtype_size(name: &str) -> u64 {
+    match name {
+        "ncclInt8" | "ncclUint8" | "ncclFloat8e4m3" | "ncclFloat8e5m2" | "ncclChar" => 1,
+        "ncclFloat16" | "ncclBfloat16" | "ncclHalf" => 2,
+        "ncclInt32" | "ncclUint32" | "ncclFloat32" | "ncclInt" | "ncclFloat" => 4,
+        "ncclInt64" | "ncclUint64" | "ncclFloat64" | "ncclDouble" => 8,
+        _ => 1,
+    }
+}
+
+/// The size S nccl-tests divides by time for algbw: per-rank counts × n for the gather/scatter
+/// family (NCCL reports per-rank counts), the buffer otherwise.
+pub fn op_bytes(func: &str, dtype: &str, count: u64, nranks: u32) -> u64 {
+    let elt = count.saturating_mul(dtype_size(dtype));
+    match func {
+        "AllGather" | "ReduceScatter" | "AlltoAll" | "Gather" | "Scatter" => {
+            elt.saturating_mul(u64::from(nranks.max(1)))
+        }
+        _ => elt,
+    }
+}
+
+/// Algorithm bandwidth in GB/s (GB = 1e9 bytes).
+pub fn algbw(bytes: u64, dur_ns: u64) -> f64 {
+    if dur_ns == 0 {
+        return 0.0;
+    }
+    bytes as f64 / dur_ns as f64
+}
+
+/// Bus bandwidth in GB/s: algbw × nccl-tests' factor.
+pub fn busbw(func: &str, nranks: u32, algbw: f64) -> f64 {
+    algbw * busbw_factor(func, nranks)
+}
+
+/// Nearest-rank percentile of sorted values (`q` in 0..=1); 0 for no values.
+pub fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Median (nearest-rank p50) of unsorted values.
+pub fn median(values: &[u64]) -> Option<u64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    Some(percentile(&v, 0.5))
+}
+
+/// The last rank to arrive at one collective instance and how late it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Straggler {
+    pub rank: i32,
+    /// Its start minus the median start of the other ranks.
+    pub lag_ns: u64,
+}
+
+/// Per sequence number, the last rank to start (given (rank, seq, start) of each rank's op),
+/// for sequences seen on at least two ranks with a positive lag.
+pub fn stragglers(rows: &[(i32, u64, u64)]) -> BTreeMap<u64, Straggler> {
+    let mut by_seq: BTreeMap<u64, Vec<(u64, i32)>> = BTreeMap::new();
+    for &(rank, seq, start) in rows {
+        by_seq.entry(seq).or_default().push((start, rank));
+    }
+    let mut out = BTreeMap::new();
+    for (seq, mut v) in by_seq {
+        if v.len() < 2 {
+            continue;
+        }
+        v.sort_unstable();
+        let Some(&(last, rank)) = v.last() else {
+            continue;
+        };
+        let others: Vec<u64> = v[..v.len() - 1].iter().map(|x| x.0).collect();
+        let med = percentile(&others, 0.5);
+        let lag = last - med;
+        if lag > 0 {
+            out.insert(seq, Straggler { rank, lag_ns: lag });
+        }
+    }
+    out
+}
+
+/// Minimum age before an in-flight op can be called hung.
+pub const HUNG_MIN_NS: u64 = 1_000_000_000;
+/// How many times the peers' median duration an op must exceed to be hung.
+pub const HUNG_FACTOR: u64 = 10;
+/// Without any completed peer op to compare with, the age that makes an op hung.
+pub const HUNG_NO_PEERS_NS: u64 = 5_000_000_000;
+
+/// Whether an op in flight for `age_ns` is hung, given the median duration of the same
+/// function on its communicator (None = none completed yet).
+pub fn is_hung(age_ns: u64, peer_median_ns: Option<u64>) -> bool {
+    match peer_median_ns {
+        Some(m) => age_ns > HUNG_MIN_NS && age_ns > m.saturating_mul(HUNG_FACTOR),
+        None => age_ns > HUNG_NO_PEERS_NS,
+    }
+}
+
+/// What a proxy phase waits on.
+pub fn phase_category(p: StepPhase) -> &'static str {
+    match p {
+        StepPhase::SendNetWait | StepPhase::RecvNetWait => "network",
+        StepPhase::SendGpuWait | StepPhase::RecvGpuWait | StepPhase::RecvFlushWait => "GPU",
+        StepPhase::SendPeerWait => "peer",
+    }
+}
+
+/// The dominant phase of a breakdown and its category (None if all zero).
+pub fn bottleneck(phases: &[(StepPhase, u64)]) -> Option<(StepPhase, &'static str)> {
+    phases
+        .iter()
+        .filter(|p| p.1 > 0)
+        .max_by_key(|p| p.1)
+        .map(|p| (p.0, phase_category(p.0)))
+}
+
+/// Min, mean, max and imbalance (max / mean) of per-channel durations.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub min: u64,
+    pub mean: f64,
+    pub max: u64,
+    pub imbalance: f64,
+}
+
+pub fn spread(values: &[u64]) -> Option<Spread> {
+    if values.is_empty() {
+        return None;
+    }
+    let min = *values.iter().min()?;
+    let max = *values.iter().max()?;
+    let mean = values.iter().sum::<u64>() as f64 / values.len() as f64;
+    Some(Spread {
+        min,
+        mean,
+        max,
+        imbalance: if mean > 0.0 { max as f64 / mean } else { 0.0 },
+    })
+}
+
+/// Size bucket: powers of four, `[lo, hi)`; 0 bytes → (0, 1).
+pub fn size_bucket(bytes: u64) -> (u64, u64) {
+    if bytes == 0 {
+        return (0, 1);
+    }
+    let lg = 63 - bytes.leading_zeros();
+    let lo_lg = lg - lg % 2;
+    let lo = 1u64 << lo_lg;
+    let hi = lo.saturating_mul(4);
+    (lo, hi)
+}
+
+/// One completed op as the stats table sees it.
+#[derive(Debug, Clone)]
+pub struct OpSample<'a> {
+    pub func: &'a str,
+    pub bytes: u64,
+    pub dur_ns: u64,
+    pub algo: &'a str,
+    pub proto: &'a str,
+}
+
+/// One row of the stats table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatRow {
+    pub func: String,
+    pub bucket: (u64, u64),
+    pub count: usize,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+    pub mean: f64,
+    /// From the mean duration and the mean size (nccl-tests averages time).
+    pub algbw: f64,
+    pub busbw: f64,
+    pub algos: Vec<String>,
+    pub protos: Vec<String>,
+}
+
+/// Group samples by function and size bucket.
+pub fn stats(samples: &[OpSample<'_>], nranks: u32) -> Vec<StatRow> {
+    type Acc = (Vec<u64>, u64, Vec<String>, Vec<String>);
+    let mut groups: BTreeMap<(String, u64), Acc> = BTreeMap::new();
+    for s in samples {
+        let b = size_bucket(s.bytes);
+        let g = groups
+            .entry((s.func.to_string(), b.0))
+            .or_insert_with(|| (Vec::new(), 0, Vec::new(), Vec::new()));
+        g.0.push(s.dur_ns);
+        g.1 += s.bytes;
+        if !s.algo.is_empty() && !g.2.iter().any(|a| a == s.algo) {
+            g.2.push(s.algo.to_string());
+        }
+        if !s.proto.is_empty() && !g.3.iter().any(|a| a == s.proto) {
+            g.3.push(s.proto.to_string());
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((func, lo), (mut durs, total_bytes, algos, protos))| {
+            durs.sort_unstable();
+            let n = durs.len();
+            let mean = durs.iter().sum::<u64>() as f64 / n as f64;
+            let mean_bytes = total_bytes as f64 / n as f64;
+            let alg = if mean > 0.0 { mean_bytes / mean } else { 0.0 };
+            StatRow {
+                busbw: busbw(&func, nranks, alg),
+                func,
+                bucket: size_bucket(lo),
+                count: n,
+                p50: percentile(&durs, 0.5),
+                p99: percentile(&durs, 0.99),
+                max: *durs.last().unwrap_or(&0),
+                mean,
+                algbw: alg,
+                algos,
+                protos,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busbw_matches_nccl_tests_golden() {
+        // 8 GiB AllReduce on 16 ranks in 47 535 µs: algbw 180.71, busbw 338.82 GB/s.
+        let bytes = op_bytes("AllReduce", "ncclFloat32", 2 * 1024 * 1024 * 1024, 16);
+        assert_eq!(bytes, 8 * 1024 * 1024 * 1024);
+        let a = algbw(bytes, 47_535_000);
+        assert_eq!(format!("{a:.2}"), "180.71");
+        // The log prints 338.82 (from the unrounded time); ours is 338.827.
+        assert!((busbw("AllReduce", 16, a) - 338.82).abs() < 0.01);
+        assert!((busbw("AllReduce", 16, a) - a * 1.875).abs() < 1e-9);
+        // AllGather: per-rank bytes × n, factor (n-1)/n.
+        let b = op_bytes("AllGather", "ncclInt8", 1 << 20, 8);
+        assert_eq!(b, 8 << 20);
+        let a = algbw(b, 1_000_000);
+        assert!((a - 8.388608).abs() < 1e-9);
+        assert!((busbw("AllGather", 8, a) - 8.388608 * 0.875).abs() < 1e-9);
+        assert_eq!(algbw(10, 0), 0.0);
+    }
+
+    #[test]
+    fn percentiles_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), 50);
+        assert_eq!(percentile(&v, 0.99), 99);
+        assert_eq!(percentile(&v, 1.0), 100);
+        assert_eq!(percentile(&[7], 0.99), 7);
+        assert_eq!(percentile(&[], 0.5), 0);
+        assert_eq!(median(&[5, 1, 3]), Some(3));
+        assert_eq!(median(&[4, 1, 3, 2]), Some(2));
+    }
+
+    #[test]
+    fn straggler_is_last_arrival_by_lag_over_median() {
+        // seq 1: ranks 0,1,2 at 1000,1010,1005; rank 3 at 3000 → lag 3000 - 1005 = 1995.
+        let rows = [
+            (0, 1, 1000),
+            (1, 1, 1010),
+            (2, 1, 1005),
+            (3, 1, 3000),
+            (0, 2, 5000),
+            (1, 2, 5000),
+            (2, 9, 100), // alone: ignored
+        ];
+        let s = stragglers(&rows);
+        assert_eq!(
+            s.get(&1),
+            Some(&Straggler {
+                rank: 3,
+                lag_ns: 1995
+            })
+        );
+        assert_eq!(s.get(&2), None); // no lag
+        assert_eq!(s.get(&9), None);
+    }
+
+    #[test]
+    fn hang_detection_thresholds() {
+        // Median 50 ms: 10× is 500 ms, but the 1 s floor applies.
+        assert!(!is_hung(900_000_000, Some(50_000_000)));
+        assert!(is_hung(1_100_000_000, Some(50_000_000)));
+        // Median 200 ms: needs > 2 s.
+        assert!(!is_hung(1_500_000_000, Some(200_000_000)));
+        assert!(is_hung(2_000_000_001, Some(200_000_000)));
+        // No peers: 5 s.
+        assert!(!is_hung(4_000_000_000, None));
+        assert!(is_hung(6_000_000_000, None));
+    }
+
+    #[test]
+    fn bottleneck_and_spread() {
+        let ph = [
+            (StepPhase::SendGpuWait, 10),
+            (StepPhase::SendPeerWait, 300),
+            (StepPhase::SendNetWait, 100),
+        ];
+        assert_eq!(
+            bottleneck(&ph),
+            Some((StepPhase::SendPeerWait, "peer"))
+        );
+        assert_eq!(bottleneck(&[(StepPhase::RecvNetWait, 0)]), None);
+        let s = spread(&[10, 20, 30, 40]).unwrap();
+        assert_eq!((s.min, s.max), (10, 40));
+        assert_eq!(s.mean, 25.0);
+        assert_eq!(s.imbalance, 1.6);
+    }
+
+    #[test]
+    fn buckets_and_stats() {
+        assert_eq!(size_bucket(1), (1, 4));
+        assert_eq!(size_bucket(5), (4, 16));
+        assert_eq!(size_bucket(1 << 20), (1 << 20, 1 << 22));
+        assert_eq!(size_bucket(3 << 20), (1 << 20, 1 << 22));
+        let s = |d| OpSample {
+            func: "AllReduce",
+            bytes: 1 << 20,
+            dur_ns: d,
+            algo: "RING",
+            proto: "SIMPLE",
+        };
+        let rows = stats(&[s(100_000), s(300_000), s(200_000)], 8);
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!((r.count, r.p50, r.p99, r.max), (3, 200_000, 300_000, 300_000));
+        assert!((r.algbw - 1048576.0 / 200_000.0).abs() < 1e-9);
+        assert!((r.busbw - r.algbw * 1.75).abs() < 1e-9);
+        assert_eq!(r.algos, vec!["RING"]);
+    }
+}

@@ -1,0 +1,324 @@
+//! Ingest: decoded frames from any source → the store. The only writer of the store.
+
+use ncclprof_shared::kind::EventKind;
+use ncclprof_shared::record::EventRecord;
+use ncclprof_shared::wire::{self, Frame};
+
+use super::store::{
+    CommSeen, CountersSeen, Kernel, LaneKey, Op, OpenRow, ProcState, ProxyOp, RECENT, Step, Store,
+};
+
+/// What a source hands the UI loop.
+#[derive(Debug)]
+pub enum SourceMsg {
+    /// A frame from source `src` (the process with `pid`).
+    Frame { src: u32, pid: u32, frame: Frame },
+    /// Raw bytes that did not decode.
+    Bad { src: u32, pid: u32, error: String },
+    /// The stream ended; `alive` says whether the process was still running.
+    Closed { src: u32, pid: u32, alive: bool },
+    /// A process was seen but another viewer is attached to it.
+    Busy { pid: u32 },
+    /// A process is now free again / connected (clears busy).
+    NotBusy { pid: u32 },
+    /// A problem not tied to one stream (directory, connect failure).
+    Error(String),
+}
+
+/// Apply raw bytes: decode, then ingest, turning a decode failure into a visible error.
+pub fn apply_bytes(store: &mut Store, src: u32, pid: u32, bytes: &[u8]) {
+    match wire::decode(bytes) {
+        Ok(f) => apply_frame(store, src, pid, f),
+        Err(e) => bad(store, src, pid, e.to_string()),
+    }
+}
+
+fn bad(store: &mut Store, src: u32, pid: u32, error: String) {
+    let p = store.proc_for(src, pid);
+    let msg = format!("pid {pid}: bad frame: {error}");
+    let errs = &mut store.procs[p].errors;
+    if errs.len() < 32 {
+        errs.push(msg.clone());
+    }
+    push_error(store, msg);
+}
+
+/// Note an error for the status bar (bounded).
+pub fn push_error(store: &mut Store, msg: String) {
+    if store.errors.last() != Some(&msg) {
+        store.errors.push(msg);
+    }
+    if store.errors.len() > 64 {
+        store.errors.remove(0);
+    }
+}
+
+/// Apply one source message.
+pub fn apply(store: &mut Store, msg: SourceMsg) {
+    match msg {
+        SourceMsg::Frame { src, pid, frame } => apply_frame(store, src, pid, frame),
+        SourceMsg::Bad { src, pid, error } => bad(store, src, pid, error),
+        SourceMsg::Closed { src, pid, alive } => {
+            let p = store.proc_for(src, pid);
+            let proc = &mut store.procs[p];
+            if proc.state == ProcState::Live {
+                proc.state = if alive {
+                    ProcState::Ended("stream closed".into())
+                } else {
+                    ProcState::Crashed
+                };
+            }
+            proc.open_ops.clear();
+        }
+        SourceMsg::Busy { pid } => {
+            if !store.busy.contains(&pid) {
+                store.busy.push(pid);
+            }
+        }
+        SourceMsg::NotBusy { pid } => store.busy.retain(|&b| b != pid),
+        SourceMsg::Error(e) => push_error(store, e),
+    }
+}
+
+/// Apply one decoded frame from source `src`.
+pub fn apply_frame(store: &mut Store, src: u32, pid: u32, frame: Frame) {
+    let p = store.proc_for(src, pid);
+    match frame {
+        Frame::Hello(h) => {
+            let proc = &mut store.procs[p];
+            proc.pid = h.pid;
+            proc.host = h.host;
+            proc.cmdline = h.cmdline;
+            proc.api_version = h.api_version;
+            proc.plugin_version = h.plugin_version;
+            proc.clock = h.clock;
+            proc.mask = h.mask;
+            proc.active = h.active;
+            if h.protocol != ncclprof_shared::PROTOCOL_VERSION {
+                let msg = format!(
+                    "pid {}: protocol v{} but this viewer speaks v{}: use matching ncclprof builds",
+                    h.pid,
+                    h.protocol,
+                    ncclprof_shared::PROTOCOL_VERSION
+                );
+                proc.errors.push(msg.clone());
+                push_error(store, msg);
+            }
+        }
+        Frame::Meta(m) => {
+            for (id, text) in m.strings {
+                let strings = &mut store.procs[p].strings;
+                let i = id as usize;
+                if i >= strings.len() {
+                    if i > 1 << 16 {
+                        continue;
+                    }
+                    strings.resize(i + 1, "?".into());
+                }
+                strings[i] = text;
+            }
+            for c in m.comms {
+                let seen = CommSeen {
+                    index: c.index,
+                    comm_hash: c.comm_hash,
+                    name: c.name,
+                    nranks: c.nranks,
+                    nnodes: c.nnodes,
+                    rank: c.rank,
+                    finalized: c.finalized,
+                };
+                let comms = &mut store.procs[p].comms;
+                match comms.iter_mut().find(|x| x.index == seen.index) {
+                    Some(x) => *x = seen.clone(),
+                    None => comms.push(seen.clone()),
+                }
+                store.add_member(p, &seen);
+            }
+        }
+        Frame::Events(recs) => {
+            for r in &recs {
+                ingest_record(store, p, r);
+            }
+            store.enforce_cap();
+        }
+        Frame::Counters(c) => {
+            let proc = &mut store.procs[p];
+            if let Some(prev) = &proc.counters {
+                let dt = c.at_ns.saturating_sub(prev.at_ns) as f64 / 1e9;
+                if dt > 0.0 {
+                    proc.rates = c
+                        .completed
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &n)| {
+                            n.saturating_sub(prev.completed.get(i).copied().unwrap_or(0)) as f64
+                                / dt
+                        })
+                        .collect();
+                }
+            }
+            proc.counters = Some(CountersSeen {
+                at_ns: c.at_ns,
+                captured: c.captured,
+                completed: c.completed,
+                dropped: c.dropped,
+                open_events: c.open_events,
+                disabled: c.disabled,
+            });
+            store.t_max = store.t_max.max(c.at_ns);
+        }
+        Frame::InFlight(f) => {
+            let proc = &mut store.procs[p];
+            proc.open_at = f.at_ns;
+            proc.open_total = f.total;
+            proc.open_ops = f
+                .ops
+                .into_iter()
+                .map(|o| OpenRow {
+                    comm: o.comm,
+                    rank: o.rank,
+                    kind: o.kind,
+                    id: o.id,
+                    seq: o.seq,
+                    func: o.func,
+                    start: o.start_ns,
+                    steps_done: o.steps_done.iter().map(|&s| u64::from(s)).sum(),
+                    channels_done: o.channels_done,
+                    n_channels: o.n_channels,
+                })
+                .collect();
+            store.t_max = store.t_max.max(f.at_ns);
+        }
+        Frame::MaskAck(a) => {
+            let proc = &mut store.procs[p];
+            proc.mask = a.mask;
+            proc.active = a.active;
+            proc.acked = true;
+        }
+        Frame::Bye(b) => {
+            store.procs[p].state = ProcState::Ended(b.reason);
+            store.procs[p].open_ops.clear();
+        }
+    }
+}
+
+/// Which lane a record belongs to.
+fn lane_key(store: &Store, proc: usize, r: &EventRecord) -> LaneKey {
+    let mut rank = r.rank;
+    if rank < 0
+        && let Some(c) = store.procs[proc].comm(r.comm)
+    {
+        rank = c.rank;
+    }
+    LaneKey {
+        proc,
+        comm: r.comm,
+        rank,
+    }
+}
+
+/// Insert one record into its lane.
+pub fn ingest_record(store: &mut Store, proc: usize, r: &EventRecord) {
+    let key = lane_key(store, proc, r);
+    let li = store.lane_for(key);
+    let lane = &mut store.lanes[li];
+    let (start, end) = (r.start_ns, r.end_ns.max(r.start_ns));
+    let delta = match r.kind() {
+        Some(EventKind::Coll | EventKind::P2p | EventKind::CeColl) => {
+            let strings = r.strings();
+            let op = Op {
+                id: r.id,
+                parent: r.parent,
+                start,
+                end,
+                enq_stop: r.p[3],
+                exec_start: if r.kind() == Some(EventKind::CeColl) {
+                    0
+                } else {
+                    r.p[5]
+                },
+                seq: if r.kind() == Some(EventKind::P2p) {
+                    0
+                } else {
+                    r.p[0]
+                },
+                count: r.p[1],
+                n_warps: if r.kind() == Some(EventKind::Coll) {
+                    r.p[4]
+                } else {
+                    0
+                },
+                strings,
+                x: r.x,
+                n_channels: r.sub,
+                kind: r.kind,
+                flags: r.flags,
+            };
+            let dur = end.saturating_sub(start);
+            if dur > 0 && !r.has(ncclprof_shared::record::F_END_UNKNOWN) {
+                let q = lane.recent.entry(strings[0]).or_default();
+                q.push_back(dur);
+                if q.len() > RECENT {
+                    q.pop_front();
+                }
+            }
+            lane.ops.push(start, |_| Some(op))
+        }
+        Some(EventKind::KernelCh) => {
+            let k = Kernel {
+                id: r.id,
+                parent: r.parent,
+                start,
+                end,
+                gpu_start: r.p[0],
+                gpu_stop: r.p[1],
+                cpu_start: r.p[2],
+                cpu_stop: r.p[3],
+                gpu_id: r.p[4].min(u64::from(u32::MAX)) as u32,
+                channel: r.sub,
+                flags: r.flags,
+            };
+            lane.kernels.push(start, |_| Some(k))
+        }
+        Some(EventKind::ProxyOp) => {
+            let o = ProxyOp {
+                id: r.id,
+                parent: r.parent,
+                start,
+                end,
+                in_progress: r.p[4],
+                bytes: r.p[3],
+                pid: r.p[0],
+                chunk_size: r.p[2],
+                n_steps: r.p[1].min(u64::from(u32::MAX)) as u32,
+                peer: r.x,
+                channel: r.sub,
+                states: r.p[5] as u8,
+                flags: r.flags,
+            };
+            lane.proxy_ops.push(start, |_| Some(o))
+        }
+        Some(EventKind::ProxyStep) => lane.steps.push(start, |b| Step::pack(r, b)),
+        _ => lane.other.push(start, |_| Some(*r)),
+    };
+    store.note(delta, start, end);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_frames_are_visible_errors_not_panics() {
+        let mut st = Store::new(1 << 20);
+        apply_bytes(&mut st, 1, 42, b"garbage");
+        apply_bytes(&mut st, 1, 42, b"NCPF\x01\x00\x03\x00\x05\x00\x00\x00abcde");
+        let mut ok = wire::encode(&Frame::Bye(wire::Bye { reason: "x".into() })).unwrap();
+        ok[4] = 9; // version
+        apply_bytes(&mut st, 1, 42, &ok);
+        assert_eq!(st.procs.len(), 1);
+        assert_eq!(st.procs[0].errors.len(), 3);
+        assert!(st.errors.last().unwrap().contains("version mismatch"), "{:?}", st.errors);
+        assert!(st.errors[0].contains("pid 42: bad frame"));
+    }
+}

@@ -1,0 +1,289 @@
+//! Read-only window queries: the only API the views and the snapshot writer use.
+
+use ncclprof_shared::kind::{EventKind, StepPhase};
+
+use super::analysis;
+use super::store::{CommGroup, Kernel, LaneKey, Op, OpenRow, Proc, ProxyOp, Step, Store};
+
+/// One row of the timeline: a rank of a communicator.
+#[derive(Debug, Clone)]
+pub struct LaneRow {
+    pub key: LaneKey,
+    /// Index into `store.lanes` if any record arrived.
+    pub lane: Option<usize>,
+    pub rank: i32,
+    pub host: String,
+    pub pid: u32,
+}
+
+/// An op picked in a view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpKey {
+    pub lane: usize,
+    pub id: u64,
+    pub start: u64,
+}
+
+/// Decoded, view-ready fields of an op.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpDetail {
+    pub func: String,
+    pub kind: &'static str,
+    pub seq: u64,
+    pub count: u64,
+    pub dtype: String,
+    pub algo: String,
+    pub proto: String,
+    pub n_channels: u8,
+    pub bytes: u64,
+    pub dur_ns: u64,
+    pub enqueue_ns: u64,
+    pub algbw: f64,
+    pub busbw: f64,
+    pub rank: i32,
+    pub peer_or_root: u32,
+}
+
+/// An in-flight op with its hang verdict.
+#[derive(Debug, Clone)]
+pub struct OpenView {
+    pub row: OpenRow,
+    pub func: String,
+    pub age_ns: u64,
+    pub hung: bool,
+    pub peer_median: Option<u64>,
+}
+
+impl Store {
+    pub fn comm_group(&self, i: usize) -> Option<&CommGroup> {
+        self.comms.get(i)
+    }
+
+    /// Timeline rows of a communicator, ordered by host then rank.
+    pub fn lane_rows(&self, comm: usize) -> Vec<LaneRow> {
+        let Some(g) = self.comms.get(comm) else {
+            return Vec::new();
+        };
+        let mut rows: Vec<LaneRow> = g
+            .members
+            .iter()
+            .map(|m| {
+                let key = LaneKey {
+                    proc: m.proc,
+                    comm: m.comm,
+                    rank: m.rank,
+                };
+                let p = &self.procs[m.proc];
+                LaneRow {
+                    key,
+                    lane: self.lane_by_key.get(&key).copied(),
+                    rank: m.rank,
+                    host: p.host.clone(),
+                    pid: p.pid,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| (&a.host, a.rank, a.pid).cmp(&(&b.host, b.rank, b.pid)));
+        rows
+    }
+
+    pub fn proc_of_lane(&self, lane: usize) -> &Proc {
+        &self.procs[self.lanes[lane].key.proc]
+    }
+
+    /// Ops of a lane overlapping `[from, to]`, sorted by start.
+    pub fn ops_in(&self, lane: usize, from: u64, to: u64) -> Vec<Op> {
+        let Some(l) = self.lanes.get(lane) else {
+            return Vec::new();
+        };
+        let mut v: Vec<Op> = l.ops.window(from, to).map(|(_, o)| *o).collect();
+        v.sort_by_key(|o| (o.start, o.id));
+        v
+    }
+
+    pub fn kernels_in(&self, lane: usize, from: u64, to: u64) -> Vec<Kernel> {
+        self.lanes
+            .get(lane)
+            .map(|l| l.kernels.window(from, to).map(|(_, k)| *k).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn proxy_ops_in(&self, lane: usize, from: u64, to: u64) -> Vec<ProxyOp> {
+        self.lanes
+            .get(lane)
+            .map(|l| l.proxy_ops.window(from, to).map(|(_, k)| *k).collect())
+            .unwrap_or_default()
+    }
+
+    /// Steps overlapping the window, calling `f(base, step)` for each (no allocation).
+    pub fn for_steps_in(&self, lane: usize, from: u64, to: u64, mut f: impl FnMut(u64, &Step)) {
+        if let Some(l) = self.lanes.get(lane) {
+            for (b, s) in l.steps.window(from, to) {
+                f(b, s);
+            }
+        }
+    }
+
+    /// Look up an op by key.
+    pub fn op(&self, k: OpKey) -> Option<Op> {
+        let l = self.lanes.get(k.lane)?;
+        l.ops
+            .window(k.start, k.start)
+            .map(|(_, o)| *o)
+            .find(|o| o.id == k.id && o.start == k.start)
+    }
+
+    /// Function name of an op.
+    pub fn func_of(&self, lane: usize, op: &Op) -> &str {
+        self.proc_of_lane(lane).string(op.strings[0])
+    }
+
+    /// Ranks in the communicator of a lane (1 if unknown).
+    pub fn nranks_of(&self, key: LaneKey) -> u32 {
+        self.procs
+            .get(key.proc)
+            .and_then(|p| p.comm(key.comm))
+            .map(|c| c.nranks.max(1) as u32)
+            .unwrap_or(1)
+    }
+
+    /// Everything the details pane shows about an op.
+    pub fn detail(&self, lane: usize, op: &Op) -> OpDetail {
+        let p = self.proc_of_lane(lane);
+        let key = self.lanes[lane].key;
+        let n = self.nranks_of(key);
+        let func = p.string(op.strings[0]).to_string();
+        let dtype = p.string(op.strings[1]).to_string();
+        let bytes = analysis::op_bytes(&func, &dtype, op.count, n);
+        let dur = op.end.saturating_sub(op.start);
+        let a = analysis::algbw(bytes, dur);
+        OpDetail {
+            kind: EventKind::from_u8(op.kind).map_or("?", EventKind::name),
+            seq: op.seq,
+            count: op.count,
+            algo: p.string(op.strings[2]).to_string(),
+            proto: p.string(op.strings[3]).to_string(),
+            n_channels: op.n_channels,
+            bytes,
+            dur_ns: dur,
+            enqueue_ns: op.enq_stop.saturating_sub(op.start),
+            algbw: a,
+            busbw: analysis::busbw(&func, n, a),
+            rank: key.rank,
+            peer_or_root: op.x,
+            func,
+            dtype,
+        }
+    }
+
+    /// Kernel channels belonging to an op.
+    pub fn kernels_of(&self, lane: usize, op: &Op) -> Vec<Kernel> {
+        let end = op.end.max(op.start);
+        let mut v: Vec<Kernel> = self
+            .kernels_in(lane, op.start, end)
+            .into_iter()
+            .filter(|k| k.parent == op.id)
+            .collect();
+        v.sort_by_key(|k| k.channel);
+        v
+    }
+
+    /// In-flight ops of a lane with their hang verdicts.
+    pub fn open_ops(&self, comm: usize, row: &LaneRow) -> Vec<OpenView> {
+        let p = &self.procs[row.key.proc];
+        let now = p.open_at.max(self.t_max);
+        p.open_ops
+            .iter()
+            .filter(|o| o.comm == row.key.comm && (o.rank == row.rank || o.rank < 0))
+            .map(|o| {
+                let func = p.string(o.func).to_string();
+                let med = self.peer_median(comm, &func);
+                let age = now.saturating_sub(o.start);
+                OpenView {
+                    row: o.clone(),
+                    hung: analysis::is_hung(age, med),
+                    age_ns: age,
+                    peer_median: med,
+                    func,
+                }
+            })
+            .collect()
+    }
+
+    /// Median recent duration of `func` over the ranks of a communicator.
+    pub fn peer_median(&self, comm: usize, func: &str) -> Option<u64> {
+        let g = self.comms.get(comm)?;
+        let mut all = Vec::new();
+        for m in &g.members {
+            let key = LaneKey {
+                proc: m.proc,
+                comm: m.comm,
+                rank: m.rank,
+            };
+            let Some(l) = self.lane(key) else { continue };
+            let p = &self.procs[m.proc];
+            for (id, q) in &l.recent {
+                if p.string(*id) == func {
+                    all.extend(q.iter().copied());
+                }
+            }
+        }
+        analysis::median(&all)
+    }
+
+    /// Stragglers among the ops of a communicator in a window: (seq → straggler).
+    pub fn stragglers_in(
+        &self,
+        rows: &[LaneRow],
+        from: u64,
+        to: u64,
+    ) -> std::collections::BTreeMap<u64, analysis::Straggler> {
+        let mut v = Vec::new();
+        for r in rows {
+            let Some(l) = r.lane else { continue };
+            for o in self.ops_in(l, from, to) {
+                if o.kind == EventKind::Coll as u8 {
+                    v.push((r.rank, o.seq, o.start));
+                }
+            }
+        }
+        analysis::stragglers(&v)
+    }
+
+    /// Sum of step phase times of a lane in a window, keyed by (channel, peer, send).
+    pub fn step_breakdown(
+        &self,
+        lane: usize,
+        from: u64,
+        to: u64,
+    ) -> std::collections::BTreeMap<(u8, u16, bool), ([(StepPhase, u64); 3], u64)> {
+        let mut out: std::collections::BTreeMap<(u8, u16, bool), ([(StepPhase, u64); 3], u64)> =
+            std::collections::BTreeMap::new();
+        self.for_steps_in(lane, from, to, |b, s| {
+            let r = s.unpack(b);
+            let ph = r.step_phases();
+            let send = s.flags & super::store::S_SEND != 0;
+            let e = out
+                .entry((s.channel, s.peer, send))
+                .or_insert(([(ph[0].0, 0), (ph[1].0, 0), (ph[2].0, 0)], 0));
+            for (i, (_, d)) in ph.iter().enumerate() {
+                e.0[i].1 += d;
+            }
+            e.1 += 1;
+        });
+        out
+    }
+
+    /// Number of processes that are streaming.
+    pub fn live_procs(&self) -> usize {
+        self.procs
+            .iter()
+            .filter(|p| p.state == super::store::ProcState::Live)
+            .count()
+    }
+
+    /// Distinct ranks known (communicator members).
+    pub fn rank_count(&self) -> usize {
+        self.comms.iter().map(|g| g.members.len()).sum()
+    }
+}

@@ -1,0 +1,160 @@
+//! Sources: every mode yields the same [`SourceMsg`]s. Live: a watcher thread polls the
+//! rendezvous directory and connects to each new live process, one blocking receiver thread per
+//! process forwarding decoded frames into a bounded channel (a full channel blocks only that
+//! receiver). Control messages go back on each process's own sender.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use ipc_channel::ipc::IpcSender;
+use ncclprof_shared::link;
+use ncclprof_shared::wire::{self, ViewerMsg};
+
+pub use super::ingest::SourceMsg;
+
+/// Capacity of the frame channel to the UI loop.
+pub const CHANNEL_CAP: usize = 4096;
+/// How often the directory is polled.
+pub const POLL: Duration = Duration::from_millis(500);
+
+/// A connected process's control channel, handed to the UI loop.
+pub struct Control {
+    pub src: u32,
+    pub pid: u32,
+    pub sender: IpcSender<ViewerMsg>,
+}
+
+/// The running live source.
+pub struct Live {
+    pub rx: Receiver<SourceMsg>,
+    pub controls: Receiver<Control>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Start watching `dir`.
+pub fn live(dir: PathBuf) -> Live {
+    let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAP);
+    let (ctx, crx) = crossbeam_channel::unbounded();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let _ = std::thread::Builder::new()
+        .name("ncclprof-watch".into())
+        .spawn(move || watch(dir, tx, ctx, s));
+    Live {
+        rx,
+        controls: crx,
+        stop,
+    }
+}
+
+fn watch(dir: PathBuf, tx: Sender<SourceMsg>, ctl: Sender<Control>, stop: Arc<AtomicBool>) {
+    let mut connected: HashSet<(u32, u64)> = HashSet::new();
+    let mut busy: HashSet<u32> = HashSet::new();
+    let mut reported: HashMap<String, ()> = HashMap::new();
+    let mut next_src = 1u32;
+    let mut report = |tx: &Sender<SourceMsg>, msg: String| {
+        if reported.insert(msg.clone(), ()).is_none() {
+            let _ = tx.send(SourceMsg::Error(msg));
+        }
+    };
+    while !stop.load(Ordering::Relaxed) {
+        match link::list_entries(&dir) {
+            Err(e) => report(&tx, e.to_string()),
+            Ok(list) => {
+                for item in list {
+                    let entry = match item {
+                        Ok(e) => e,
+                        Err(e) => {
+                            report(&tx, e.to_string());
+                            continue;
+                        }
+                    };
+                    let key = (entry.pid, entry.start_ticks);
+                    if connected.contains(&key) || !entry.is_alive() {
+                        continue;
+                    }
+                    if entry.server.is_empty() {
+                        if busy.insert(entry.pid) {
+                            let _ = tx.send(SourceMsg::Busy { pid: entry.pid });
+                        }
+                        continue;
+                    }
+                    match link::connect(&entry) {
+                        Ok(conn) => {
+                            connected.insert(key);
+                            if busy.remove(&entry.pid) {
+                                let _ = tx.send(SourceMsg::NotBusy { pid: entry.pid });
+                            }
+                            let src = next_src;
+                            next_src += 1;
+                            let pid = entry.pid;
+                            let _ = ctl.send(Control {
+                                src,
+                                pid,
+                                sender: conn.control,
+                            });
+                            let tx2 = tx.clone();
+                            let data = conn.data;
+                            let _ = std::thread::Builder::new()
+                                .name(format!("ncclprof-rx-{pid}"))
+                                .spawn(move || {
+                                    loop {
+                                        match data.recv() {
+                                            Ok(bytes) => {
+                                                let msg = match wire::decode(&bytes) {
+                                                    Ok(frame) => SourceMsg::Frame { src, pid, frame },
+                                                    Err(e) => SourceMsg::Bad {
+                                                        src,
+                                                        pid,
+                                                        error: e.to_string(),
+                                                    },
+                                                };
+                                                if tx2.send(msg).is_err() {
+                                                    return;
+                                                }
+                                            }
+                                            Err(_) => {
+                                                let alive = entry.is_alive();
+                                                let _ = tx2.send(SourceMsg::Closed { src, pid, alive });
+                                                return;
+                                            }
+                                        }
+                                    }
+                                });
+                        }
+                        Err(e) => report(&tx, e.to_string()),
+                    }
+                }
+            }
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Send `msg` to every connected process, or only to `only` (a source id). Returns failures.
+pub fn send_control(
+    controls: &HashMap<u32, IpcSender<ViewerMsg>>,
+    only: Option<u32>,
+    msg: impl Fn() -> ViewerMsg,
+) -> Vec<String> {
+    let mut errs = Vec::new();
+    for (&src, s) in controls {
+        if only.is_some_and(|o| o != src) {
+            continue;
+        }
+        if let Err(e) = s.send(msg()) {
+            errs.push(format!("control to source {src}: {e}"));
+        }
+    }
+    errs
+}

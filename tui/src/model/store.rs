@@ -1,0 +1,875 @@
+//! The store: compact, chunked, time-indexed retention of records per lane (process, comm,
+//! rank), with a memory cap that evicts the oldest chunks (counted and shown).
+//!
+//! Every table is a [`Series`]: a deque of chunks, each sorted by start time, with its time
+//! range and longest item, so a window query touches only the chunks and items it overlaps.
+//! Proxy steps, by far the most numerous records, are packed into 32-byte [`Step`]s with u32
+//! offsets from their chunk's base time.
+
+use std::collections::{HashMap, VecDeque};
+
+use ncclprof_shared::record::EventRecord;
+
+/// Something with a start and end time, possibly relative to its chunk's base.
+pub trait Timed: Copy {
+    fn start(&self, base: u64) -> u64;
+    fn end(&self, base: u64) -> u64;
+}
+
+/// A run of items sorted by start time.
+#[derive(Debug, Clone)]
+pub struct Chunk<T> {
+    pub base: u64,
+    pub min_start: u64,
+    pub max_end: u64,
+    pub max_dur: u64,
+    pub items: Vec<T>,
+}
+
+/// A time-indexed table of one record type.
+#[derive(Debug, Clone)]
+pub struct Series<T> {
+    chunks: VecDeque<Chunk<T>>,
+    chunk_cap: usize,
+    /// Allowance below a new chunk's first start for items that arrive slightly out of order.
+    slack: u64,
+    len: usize,
+    bytes: usize,
+}
+
+impl<T: Timed> Series<T> {
+    pub fn new(chunk_cap: usize, slack: u64) -> Self {
+        Series {
+            chunks: VecDeque::new(),
+            chunk_cap,
+            slack,
+            len: 0,
+            bytes: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Heap bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Insert an item starting at `start` (absolute ns); `pack` builds it relative to a chunk
+    /// base and returns None if it cannot be represented against that base. Returns the change
+    /// in heap bytes.
+    pub fn push(&mut self, start: u64, pack: impl Fn(u64) -> Option<T>) -> isize {
+        let before = self.bytes;
+        let fits = self
+            .chunks
+            .back()
+            .map(|c| c.items.len() < self.chunk_cap && start >= c.base)
+            .unwrap_or(false);
+        let item = if fits {
+            let base = self.chunks.back().map(|c| c.base).unwrap_or(0);
+            pack(base)
+        } else {
+            None
+        };
+        let (item, new_chunk) = match item {
+            Some(i) => (i, false),
+            None => {
+                let base = start.saturating_sub(self.slack);
+                match pack(base) {
+                    Some(i) => (i, true),
+                    None => return 0,
+                }
+            }
+        };
+        if new_chunk {
+            let cap = self.chunk_cap.min(64);
+            self.chunks.push_back(Chunk {
+                base: start.saturating_sub(self.slack),
+                min_start: u64::MAX,
+                max_end: 0,
+                max_dur: 0,
+                items: Vec::with_capacity(cap),
+            });
+            self.bytes += cap * std::mem::size_of::<T>();
+        }
+        let Some(c) = self.chunks.back_mut() else {
+            return 0;
+        };
+        let (s, e) = (item.start(c.base), item.end(c.base));
+        let cap_before = c.items.capacity();
+        let pos = if c.items.last().is_none_or(|l| l.start(c.base) <= s) {
+            c.items.len()
+        } else {
+            c.items.partition_point(|x| x.start(c.base) <= s)
+        };
+        if c.items.len() == c.items.capacity() {
+            let want = (c.items.capacity() * 2).min(self.chunk_cap).max(1);
+            c.items.reserve_exact(want - c.items.len());
+        }
+        c.items.insert(pos, item);
+        self.bytes += (c.items.capacity() - cap_before) * std::mem::size_of::<T>();
+        c.min_start = c.min_start.min(s);
+        c.max_end = c.max_end.max(e);
+        c.max_dur = c.max_dur.max(e.saturating_sub(s));
+        self.len += 1;
+        self.bytes as isize - before as isize
+    }
+
+    /// Start of the oldest chunk, if any.
+    pub fn oldest(&self) -> Option<u64> {
+        self.chunks.front().map(|c| c.min_start)
+    }
+
+    /// Drop the oldest chunk: (items, bytes) freed.
+    pub fn evict_oldest(&mut self) -> (usize, usize) {
+        match self.chunks.pop_front() {
+            Some(c) => {
+                let b = c.items.capacity() * std::mem::size_of::<T>();
+                self.len -= c.items.len();
+                self.bytes -= b;
+                (c.items.len(), b)
+            }
+            None => (0, 0),
+        }
+    }
+
+    /// Items overlapping `[from, to]`, with their chunk base, roughly in start order.
+    pub fn window(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, &T)> + '_ {
+        self.chunks
+            .iter()
+            .filter(move |c| c.min_start <= to && c.max_end >= from)
+            .flat_map(move |c| {
+                let lo_t = from.saturating_sub(c.max_dur);
+                let lo = c.items.partition_point(|x| x.start(c.base) < lo_t);
+                let hi = c.items.partition_point(|x| x.start(c.base) <= to);
+                c.items[lo..hi.max(lo)]
+                    .iter()
+                    .filter(move |x| x.end(c.base) >= from)
+                    .map(move |x| (c.base, x))
+            })
+    }
+
+    /// Every item, oldest chunk first.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> + '_ {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.items.iter().map(move |x| (c.base, x)))
+    }
+
+    /// The last `n` items of the newest chunks (newest last is not guaranteed across chunks).
+    pub fn latest(&self, n: usize) -> impl Iterator<Item = (u64, &T)> + '_ {
+        let mut left = n;
+        let mut picked = Vec::new();
+        for c in self.chunks.iter().rev() {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(c.items.len());
+            picked.push((c, c.items.len() - take));
+            left -= take;
+        }
+        picked
+            .into_iter()
+            .rev()
+            .flat_map(|(c, from)| c.items[from..].iter().map(move |x| (c.base, x)))
+    }
+
+    /// Time range covered.
+    pub fn span(&self) -> Option<(u64, u64)> {
+        let lo = self.chunks.iter().map(|c| c.min_start).min()?;
+        let hi = self.chunks.iter().map(|c| c.max_end).max()?;
+        Some((lo, hi))
+    }
+}
+
+/// A collective, point-to-point or copy-engine operation (Coll / P2p / CeColl records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Op {
+    pub id: u64,
+    pub parent: u64,
+    pub start: u64,
+    pub end: u64,
+    pub enq_stop: u64,
+    pub exec_start: u64,
+    pub seq: u64,
+    pub count: u64,
+    pub n_warps: u64,
+    /// func, datatype, algo, proto string ids (per process).
+    pub strings: [u16; 4],
+    /// Root (Coll) or peer (P2p).
+    pub x: u32,
+    pub n_channels: u8,
+    pub kind: u8,
+    pub flags: u16,
+}
+
+impl Timed for Op {
+    fn start(&self, _: u64) -> u64 {
+        self.start
+    }
+    fn end(&self, _: u64) -> u64 {
+        self.end.max(self.start)
+    }
+}
+
+/// One kernel channel of an op (KernelCh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kernel {
+    pub id: u64,
+    pub parent: u64,
+    pub start: u64,
+    pub end: u64,
+    pub gpu_start: u64,
+    pub gpu_stop: u64,
+    pub cpu_start: u64,
+    pub cpu_stop: u64,
+    pub gpu_id: u32,
+    pub channel: u8,
+    pub flags: u16,
+}
+
+impl Timed for Kernel {
+    fn start(&self, _: u64) -> u64 {
+        self.start
+    }
+    fn end(&self, _: u64) -> u64 {
+        self.end.max(self.start)
+    }
+}
+
+/// One proxy operation (ProxyOp).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProxyOp {
+    pub id: u64,
+    pub parent: u64,
+    pub start: u64,
+    pub end: u64,
+    pub in_progress: u64,
+    pub bytes: u64,
+    pub pid: u64,
+    pub chunk_size: u64,
+    pub n_steps: u32,
+    pub peer: u32,
+    pub channel: u8,
+    pub states: u8,
+    pub flags: u16,
+}
+
+impl Timed for ProxyOp {
+    fn start(&self, _: u64) -> u64 {
+        self.start
+    }
+    fn end(&self, _: u64) -> u64 {
+        self.end.max(self.start)
+    }
+}
+
+/// Step flag bits (a compact subset of the record flags).
+pub const S_SEND: u8 = 1;
+pub const S_FOREIGN: u8 = 2;
+pub const S_RESTARTED: u8 = 4;
+
+/// One proxy step in 32 bytes: times as u32 offsets (phase times relative to the step start,
+/// +1 so that 0 still means "state not seen").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct Step {
+    pub start: u32,
+    pub dur: u32,
+    pub a: u32,
+    pub b: u32,
+    pub c: u32,
+    pub trans: u32,
+    pub peer: u16,
+    pub step: u16,
+    pub retries: u16,
+    pub channel: u8,
+    pub flags: u8,
+}
+
+const _: () = assert!(std::mem::size_of::<Step>() == 32);
+
+fn sat32(v: u64) -> u32 {
+    v.min(u64::from(u32::MAX)) as u32
+}
+
+impl Step {
+    /// Pack a ProxyStep record against `base`; None if it starts before `base` or too far after.
+    pub fn pack(r: &EventRecord, base: u64) -> Option<Step> {
+        let off = r.start_ns.checked_sub(base)?;
+        if off > u64::from(u32::MAX) {
+            return None;
+        }
+        let rel = |t: u64| {
+            if t == 0 {
+                0
+            } else {
+                sat32(t.saturating_sub(r.start_ns).saturating_add(1))
+            }
+        };
+        let mut flags = 0;
+        if r.has(ncclprof_shared::record::F_SEND) {
+            flags |= S_SEND;
+        }
+        if r.has(ncclprof_shared::record::F_FOREIGN) {
+            flags |= S_FOREIGN;
+        }
+        if r.has(ncclprof_shared::record::F_RESTARTED) {
+            flags |= S_RESTARTED;
+        }
+        Some(Step {
+            start: off as u32,
+            dur: sat32(r.end_ns.saturating_sub(r.start_ns)),
+            a: rel(r.p[1]),
+            b: rel(r.p[2]),
+            c: rel(r.p[3]),
+            trans: sat32(r.p[4]),
+            peer: r.x.min(u32::from(u16::MAX)) as u16,
+            step: r.p[0].min(u64::from(u16::MAX)) as u16,
+            retries: r.p[5].min(u64::from(u16::MAX)) as u16,
+            channel: r.sub,
+            flags,
+        })
+    }
+
+    /// Rebuild an (id-less) record, for the phase arithmetic and the snapshot.
+    pub fn unpack(&self, base: u64) -> EventRecord {
+        let start = base + u64::from(self.start);
+        let abs = |o: u32| {
+            if o == 0 {
+                0
+            } else {
+                start + u64::from(o) - 1
+            }
+        };
+        let mut flags = 0;
+        if self.flags & S_SEND != 0 {
+            flags |= ncclprof_shared::record::F_SEND;
+        }
+        if self.flags & S_FOREIGN != 0 {
+            flags |= ncclprof_shared::record::F_FOREIGN;
+        }
+        if self.flags & S_RESTARTED != 0 {
+            flags |= ncclprof_shared::record::F_RESTARTED;
+        }
+        EventRecord {
+            start_ns: start,
+            end_ns: start + u64::from(self.dur),
+            kind: ncclprof_shared::kind::EventKind::ProxyStep as u8,
+            sub: self.channel,
+            flags,
+            x: u32::from(self.peer),
+            p: [
+                u64::from(self.step),
+                abs(self.a),
+                abs(self.b),
+                abs(self.c),
+                u64::from(self.trans),
+                u64::from(self.retries),
+            ],
+            ..Default::default()
+        }
+    }
+}
+
+impl Timed for Step {
+    fn start(&self, base: u64) -> u64 {
+        base + u64::from(self.start)
+    }
+    fn end(&self, base: u64) -> u64 {
+        base + u64::from(self.start) + u64::from(self.dur)
+    }
+}
+
+impl Timed for EventRecord {
+    fn start(&self, _: u64) -> u64 {
+        self.start_ns
+    }
+    fn end(&self, _: u64) -> u64 {
+        self.end_ns.max(self.start_ns)
+    }
+}
+
+/// Where a lane's records come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LaneKey {
+    pub proc: usize,
+    /// Index in the process's communicator table (`u32::MAX` = none).
+    pub comm: u32,
+    pub rank: i32,
+}
+
+/// All records of one rank of one communicator in one process.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    pub key: LaneKey,
+    pub ops: Series<Op>,
+    pub kernels: Series<Kernel>,
+    pub proxy_ops: Series<ProxyOp>,
+    pub steps: Series<Step>,
+    pub other: Series<EventRecord>,
+    /// Recent completed durations by func string id (for hang detection), newest last.
+    pub recent: HashMap<u16, VecDeque<u64>>,
+}
+
+/// How many recent durations per func a lane keeps.
+pub const RECENT: usize = 64;
+
+impl Lane {
+    fn new(key: LaneKey) -> Self {
+        Lane {
+            key,
+            // Absolute-time tables take base 0 (an infinite slack): every item fits.
+            ops: Series::new(1024, u64::MAX),
+            kernels: Series::new(2048, u64::MAX),
+            proxy_ops: Series::new(2048, u64::MAX),
+            steps: Series::new(8192, 1 << 29),
+            other: Series::new(1024, u64::MAX),
+            recent: HashMap::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+            + self.kernels.len()
+            + self.proxy_ops.len()
+            + self.steps.len()
+            + self.other.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn bytes(&self) -> usize {
+        self.ops.bytes()
+            + self.kernels.bytes()
+            + self.proxy_ops.bytes()
+            + self.steps.bytes()
+            + self.other.bytes()
+    }
+}
+
+/// Connection state of a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcState {
+    /// Streaming.
+    Live,
+    /// Said Bye (finalized).
+    Ended(String),
+    /// The stream broke while the process was still supposed to run (or it died).
+    Crashed,
+    /// Loaded from a file.
+    Offline,
+}
+
+/// A communicator as one process sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommSeen {
+    pub index: u32,
+    pub comm_hash: u64,
+    pub name: String,
+    pub nranks: i32,
+    pub nnodes: i32,
+    pub rank: i32,
+    pub finalized: bool,
+}
+
+/// An op still running, from the latest in-flight summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenRow {
+    pub comm: u32,
+    pub rank: i32,
+    pub kind: u8,
+    pub id: u64,
+    pub seq: u64,
+    pub func: u16,
+    pub start: u64,
+    pub steps_done: u64,
+    pub channels_done: u32,
+    pub n_channels: u32,
+}
+
+/// One plugin process.
+#[derive(Debug, Clone)]
+pub struct Proc {
+    /// Source id (connection) this process came in on.
+    pub src: u32,
+    pub pid: u32,
+    pub host: String,
+    pub cmdline: String,
+    pub api_version: u32,
+    pub plugin_version: String,
+    pub clock: String,
+    /// Mask in force as last reported (Hello / MaskAck).
+    pub mask: u32,
+    pub active: bool,
+    /// Last mask the viewer asked for (None = never asked).
+    pub requested: Option<u32>,
+    pub acked: bool,
+    pub state: ProcState,
+    pub comms: Vec<CommSeen>,
+    /// String table (index = id; 0 = none).
+    pub strings: Vec<String>,
+    pub counters: Option<CountersSeen>,
+    /// Completed-record rates by kind (events/s), from the last two counter readings.
+    pub rates: Vec<f64>,
+    pub open_ops: Vec<OpenRow>,
+    pub open_total: u32,
+    pub open_at: u64,
+    /// Decode or protocol errors seen on this process's stream (latest first is not kept).
+    pub errors: Vec<String>,
+}
+
+/// The counters as the model keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CountersSeen {
+    pub at_ns: u64,
+    pub captured: Vec<u64>,
+    pub completed: Vec<u64>,
+    pub dropped: Vec<u64>,
+    pub open_events: u64,
+    pub disabled: bool,
+}
+
+impl CountersSeen {
+    pub fn total_dropped(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+}
+
+impl Proc {
+    pub fn new(src: u32, pid: u32) -> Proc {
+        Proc {
+            src,
+            pid,
+            host: String::from("?"),
+            cmdline: String::new(),
+            api_version: 0,
+            plugin_version: String::new(),
+            clock: String::new(),
+            mask: 0,
+            active: false,
+            requested: None,
+            acked: true,
+            state: ProcState::Live,
+            comms: Vec::new(),
+            strings: vec![String::new()],
+            counters: None,
+            rates: Vec::new(),
+            open_ops: Vec::new(),
+            open_total: 0,
+            open_at: 0,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Text of a string id ("?" if unknown, "" for 0).
+    pub fn string(&self, id: u16) -> &str {
+        match self.strings.get(id as usize) {
+            Some(s) => s,
+            None => "?",
+        }
+    }
+
+    pub fn comm(&self, index: u32) -> Option<&CommSeen> {
+        self.comms.iter().find(|c| c.index == index)
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.counters.as_ref().map_or(0, |c| c.total_dropped())
+    }
+}
+
+/// One member rank of a communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    pub proc: usize,
+    pub comm: u32,
+    pub rank: i32,
+}
+
+/// A communicator across processes, grouped by hash.
+#[derive(Debug, Clone)]
+pub struct CommGroup {
+    pub hash: u64,
+    pub name: String,
+    pub nranks: i32,
+    pub members: Vec<Member>,
+}
+
+/// Everything the viewer holds.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub procs: Vec<Proc>,
+    pub proc_by_src: HashMap<u32, usize>,
+    pub comms: Vec<CommGroup>,
+    pub lanes: Vec<Lane>,
+    pub lane_by_key: HashMap<LaneKey, usize>,
+    /// Memory cap in bytes for retained records.
+    pub max_memory: usize,
+    pub bytes: usize,
+    pub retained: usize,
+    /// Records evicted to stay under the cap.
+    pub evicted: u64,
+    /// Records ingested in total.
+    pub ingested: u64,
+    /// Earliest and latest times seen (ns), for the time axis.
+    pub t_min: u64,
+    pub t_max: u64,
+    /// Errors not tied to a process (directory problems, unreadable files); newest last.
+    pub errors: Vec<String>,
+    /// Processes seen in the directory but busy (another viewer attached), by pid.
+    pub busy: Vec<u32>,
+}
+
+impl Store {
+    pub fn new(max_memory: usize) -> Store {
+        Store {
+            procs: Vec::new(),
+            proc_by_src: HashMap::new(),
+            comms: Vec::new(),
+            lanes: Vec::new(),
+            lane_by_key: HashMap::new(),
+            max_memory,
+            bytes: 0,
+            retained: 0,
+            evicted: 0,
+            ingested: 0,
+            t_min: u64::MAX,
+            t_max: 0,
+            errors: Vec::new(),
+            busy: Vec::new(),
+        }
+    }
+
+    /// The process for a source, created on first sight.
+    pub fn proc_for(&mut self, src: u32, pid: u32) -> usize {
+        if let Some(&i) = self.proc_by_src.get(&src) {
+            return i;
+        }
+        self.procs.push(Proc::new(src, pid));
+        let i = self.procs.len() - 1;
+        self.proc_by_src.insert(src, i);
+        i
+    }
+
+    /// The lane for a key, created on first sight.
+    pub fn lane_for(&mut self, key: LaneKey) -> usize {
+        if let Some(&i) = self.lane_by_key.get(&key) {
+            return i;
+        }
+        self.lanes.push(Lane::new(key));
+        let i = self.lanes.len() - 1;
+        self.lane_by_key.insert(key, i);
+        i
+    }
+
+    pub fn lane(&self, key: LaneKey) -> Option<&Lane> {
+        self.lane_by_key.get(&key).map(|&i| &self.lanes[i])
+    }
+
+    /// Record that a communicator rank exists (from Meta).
+    pub fn add_member(&mut self, proc: usize, c: &CommSeen) {
+        let m = Member {
+            proc,
+            comm: c.index,
+            rank: c.rank,
+        };
+        let g = match self.comms.iter_mut().position(|g| g.hash == c.comm_hash) {
+            Some(i) => &mut self.comms[i],
+            None => {
+                self.comms.push(CommGroup {
+                    hash: c.comm_hash,
+                    name: c.name.clone(),
+                    nranks: c.nranks,
+                    members: Vec::new(),
+                });
+                let n = self.comms.len() - 1;
+                &mut self.comms[n]
+            }
+        };
+        g.nranks = g.nranks.max(c.nranks);
+        if g.name.is_empty() {
+            g.name = c.name.clone();
+        }
+        if !g.members.contains(&m) {
+            g.members.push(m);
+            let procs = &self.procs;
+            g.members.sort_by(|a, b| {
+                let ha = procs.get(a.proc).map(|p| p.host.as_str()).unwrap_or("");
+                let hb = procs.get(b.proc).map(|p| p.host.as_str()).unwrap_or("");
+                (a.rank, ha, a.proc).cmp(&(b.rank, hb, b.proc))
+            });
+        }
+    }
+
+    /// Account for a lane push and note the time range.
+    pub(crate) fn note(&mut self, delta: isize, start: u64, end: u64) {
+        self.bytes = (self.bytes as isize + delta).max(0) as usize;
+        self.retained += 1;
+        self.ingested += 1;
+        if start != 0 {
+            self.t_min = self.t_min.min(start);
+        }
+        self.t_max = self.t_max.max(end.max(start));
+    }
+
+    /// Evict the oldest chunks until under the memory cap.
+    pub fn enforce_cap(&mut self) {
+        while self.bytes > self.max_memory {
+            // The lane and table with the oldest front chunk.
+            let mut best: Option<(u64, usize, u8)> = None;
+            for (i, l) in self.lanes.iter().enumerate() {
+                let cands = [
+                    (l.ops.oldest(), 0u8),
+                    (l.kernels.oldest(), 1),
+                    (l.proxy_ops.oldest(), 2),
+                    (l.steps.oldest(), 3),
+                    (l.other.oldest(), 4),
+                ];
+                for (t, which) in cands {
+                    if let Some(t) = t
+                        && best.is_none_or(|b| t < b.0)
+                    {
+                        best = Some((t, i, which));
+                    }
+                }
+            }
+            let Some((_, i, which)) = best else { break };
+            let l = &mut self.lanes[i];
+            let (n, b) = match which {
+                0 => l.ops.evict_oldest(),
+                1 => l.kernels.evict_oldest(),
+                2 => l.proxy_ops.evict_oldest(),
+                3 => l.steps.evict_oldest(),
+                _ => l.other.evict_oldest(),
+            };
+            if n == 0 && b == 0 {
+                break;
+            }
+            self.evicted += n as u64;
+            self.retained -= n;
+            self.bytes = self.bytes.saturating_sub(b);
+        }
+    }
+
+    /// Recompute the byte total from the lanes (tests and sanity).
+    pub fn recount_bytes(&self) -> usize {
+        self.lanes.iter().map(Lane::bytes).sum()
+    }
+
+    /// Total drops reported by all processes.
+    pub fn dropped(&self) -> u64 {
+        self.procs.iter().map(Proc::dropped).sum()
+    }
+
+    /// Drops by reason index, summed over processes.
+    pub fn dropped_by_reason(&self) -> Vec<u64> {
+        let mut out = vec![0u64; ncclprof_shared::wire::DropReason::COUNT];
+        for p in &self.procs {
+            if let Some(c) = &p.counters {
+                for (i, d) in c.dropped.iter().enumerate() {
+                    if let Some(o) = out.get_mut(i) {
+                        *o += d;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Completed events per second, summed over live processes.
+    pub fn rate(&self) -> f64 {
+        self.procs
+            .iter()
+            .filter(|p| p.state == ProcState::Live)
+            .map(|p| p.rates.iter().sum::<f64>())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ncclprof_shared::kind::EventKind;
+    use ncclprof_shared::record::F_SEND;
+
+    fn step(start: u64, dur: u64) -> EventRecord {
+        EventRecord {
+            id: 1,
+            kind: EventKind::ProxyStep as u8,
+            start_ns: start,
+            end_ns: start + dur,
+            sub: 3,
+            x: 5,
+            flags: F_SEND,
+            p: [7, start + 10, start + 20, start + 30, 4096, 2],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn step_packs_into_32_bytes_and_roundtrips() {
+        let r = step(5_000_000_000, 1000);
+        let s = Step::pack(&r, 4_000_000_000).unwrap();
+        let back = s.unpack(4_000_000_000);
+        assert_eq!(back.start_ns, r.start_ns);
+        assert_eq!(back.end_ns, r.end_ns);
+        assert_eq!(back.p, r.p);
+        assert_eq!(back.sub, 3);
+        assert_eq!(back.x, 5);
+        assert_eq!(back.step_phases(), r.step_phases());
+        assert!(Step::pack(&r, 6_000_000_000).is_none());
+        assert!(Step::pack(&r, 0).is_none()); // too far after the base for u32
+    }
+
+    #[test]
+    fn series_window_and_out_of_order() {
+        let mut s: Series<Step> = Series::new(4, 1000);
+        for t in [100_000u64, 300_000, 200_000, 400_000, 500_000, 50_000] {
+            let r = step(t, 10_000);
+            s.push(t, |b| Step::pack(&r, b));
+        }
+        assert_eq!(s.len(), 6);
+        let got: Vec<u64> = s.window(195_000, 305_000).map(|(b, x)| x.start(b)).collect();
+        assert_eq!(got, vec![200_000, 300_000]);
+        // A long item is found from a window after its start.
+        let r = step(600_000, 1_000_000);
+        s.push(600_000, |b| Step::pack(&r, b));
+        let got: Vec<u64> = s.window(1_500_000, 1_550_000).map(|(b, x)| x.start(b)).collect();
+        assert_eq!(got, vec![600_000]);
+        let (n, _) = s.evict_oldest();
+        assert_eq!(n, 4);
+        assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn cap_evicts_oldest_and_counts() {
+        let mut st = Store::new(64 * 1024);
+        let l = st.lane_for(LaneKey {
+            proc: 0,
+            comm: 0,
+            rank: 0,
+        });
+        for i in 0..20_000u64 {
+            let r = step(1_000_000 + i * 1000, 500);
+            let d = st.lanes[l].steps.push(r.start_ns, |b| Step::pack(&r, b));
+            st.note(d, r.start_ns, r.end_ns);
+            st.enforce_cap();
+        }
+        assert!(st.bytes <= 64 * 1024, "{}", st.bytes);
+        assert_eq!(st.bytes, st.recount_bytes());
+        assert!(st.evicted > 0);
+        assert_eq!(st.evicted as usize + st.retained, 20_000);
+        // The newest survive.
+        let last = st.lanes[l].steps.window(20_000_000, u64::MAX).count();
+        assert!(last > 0);
+    }
+}
