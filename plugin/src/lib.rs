@@ -1,1 +1,109 @@
-//! placeholder
+//! # ncclprof-plugin
+//!
+//! The NCCL/RCCL profiler plugin (`libnccl-profiler-ncclprof.so`). The path of one event:
+//!
+//! 1. **callback** — [`entry`]: NCCL calls `ncclProfiler_vN.startEvent/stopEvent/
+//!    recordEventState`; the version's shim reads its descriptor layout ([`abi`], [`descr`]).
+//! 2. **capture** — [`capture`]: on NCCL's thread, a timestamp ([`clock`]), an id handle
+//!    ([`handle`]) and one 64-byte record into the thread's ring ([`ring`]). Nothing else.
+//! 3. **completion** — [`completion`] on the drain thread: starts/states/stops → completed
+//!    records with true completion times; GPU timers converted ([`gpuclock`]).
+//! 4. **stream** — [`stream`]: history, frames, the bounded send queue to the viewer;
+//!    [`link`] publishes the rendezvous entry and accepts viewers; [`control`] applies masks.
+//!
+//! [`lifecycle`] holds init/finalize/fork; [`guard`] keeps panics out of NCCL; [`config`]
+//! documents every environment variable.
+
+pub mod abi;
+pub mod capture;
+pub mod clock;
+pub mod completion;
+pub mod config;
+pub mod context;
+pub mod control;
+pub mod descr;
+pub mod dump;
+pub mod entry;
+pub mod gpuclock;
+pub mod guard;
+pub mod handle;
+pub mod intern;
+pub mod lifecycle;
+pub mod link;
+pub mod nccl_log;
+pub mod ring;
+pub mod stream;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+/// Process-wide plugin state, created at the first `init` and never freed (the library is
+/// linked `-z nodelete`, so it outlives `dlclose`).
+pub struct Plugin {
+    pub config: config::Config,
+    pub rings: ring::RingPool,
+    pub strings: intern::Interner,
+    pub contexts: context::Contexts,
+    pub control: control::Control,
+    pub pid: u32,
+    pub host: String,
+    pub cmdline: String,
+    pub api_version: AtomicU32,
+    pub live_comms: AtomicU32,
+    pub unknown_types: AtomicU64,
+    pub viewer_slow: AtomicU64,
+    pub frames_sent: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub shutdown: AtomicBool,
+    pub server_name: Mutex<String>,
+    pub dump_prefix: Mutex<Option<String>>,
+    pub to_drain: Mutex<Option<crossbeam_channel::Sender<stream::DrainMsg>>>,
+}
+
+impl Plugin {
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Relaxed)
+    }
+
+    #[cold]
+    pub fn count_unknown_type(&self) {
+        self.unknown_types.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Text of an interned string id (drain side).
+    pub fn string(&self, id: u16) -> String {
+        if id == 0 {
+            return String::new();
+        }
+        self.strings
+            .published_from(id)
+            .0
+            .into_iter()
+            .next()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, s)| s)
+            .unwrap_or_default()
+    }
+}
+
+static PLUGIN: AtomicPtr<Plugin> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The plugin state, if initialised.
+#[inline(always)]
+pub fn plugin() -> Option<&'static Plugin> {
+    let p = PLUGIN.load(Ordering::Acquire);
+    // SAFETY: a non-null value is a leaked Box<Plugin> that is never freed.
+    unsafe { p.as_ref() }
+}
+
+/// The context index of `ctx` if it is one of ours (v1–v3 identity learning).
+#[inline(always)]
+pub fn plugin_ctx(p: &Plugin, ctx: *mut std::ffi::c_void) -> Option<u32> {
+    p.contexts.index_of(ctx)
+}
+
+pub(crate) fn install(p: Box<Plugin>) -> &'static Plugin {
+    let p = Box::leak(p);
+    PLUGIN.store(p, Ordering::Release);
+    p
+}

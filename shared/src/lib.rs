@@ -14,6 +14,7 @@ pub mod kind;
 pub mod link;
 pub mod mask;
 pub mod record;
+pub mod trace;
 pub mod wire;
 
 /// Version of the plugin ↔ viewer protocol. Bump it with any change to a frame or record layout.

@@ -327,14 +327,20 @@ pub struct Connection {
 /// Why a viewer could not connect to a plugin process.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("process {pid} speaks protocol v{theirs}, this viewer v{ours}: use matching ncclprof builds")]
+    #[error(
+        "process {pid} speaks protocol v{theirs}, this viewer v{ours}: use matching ncclprof builds"
+    )]
     Version { pid: u32, theirs: u32, ours: u32 },
     #[error("process {pid} belongs to uid {uid}, not to you; not connecting")]
     NotOwner { pid: u32, uid: u32 },
     #[error("process {pid} has no server published (a viewer is attached, or it is starting)")]
     Busy { pid: u32 },
     #[error("process {pid}: server socket {server}: {msg}")]
-    Socket { pid: u32, server: String, msg: String },
+    Socket {
+        pid: u32,
+        server: String,
+        msg: String,
+    },
     #[error("process {pid}: connect failed: {msg}")]
     Ipc { pid: u32, msg: String },
 }

@@ -104,7 +104,12 @@ pub fn pack_strings(ids: [u16; 4]) -> u64 {
 
 /// Inverse of [`pack_strings`].
 pub fn unpack_strings(w: u64) -> [u16; 4] {
-    [w as u16, (w >> 16) as u16, (w >> 32) as u16, (w >> 48) as u16]
+    [
+        w as u16,
+        (w >> 16) as u16,
+        (w >> 32) as u16,
+        (w >> 48) as u16,
+    ]
 }
 
 impl EventRecord {

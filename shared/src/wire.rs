@@ -449,7 +449,10 @@ mod tests {
     fn hello_bytes_are_stable() {
         // Guards the wire format: a change here must bump PROTOCOL_VERSION.
         let bytes = encode(&Frame::Hello(hello())).unwrap();
-        assert_eq!(&bytes[..12], &[b'N', b'C', b'P', b'F', 1, 0, 1, 0, 40, 0, 0, 0]);
+        assert_eq!(
+            &bytes[..12],
+            &[b'N', b'C', b'P', b'F', 1, 0, 1, 0, 40, 0, 0, 0]
+        );
         assert_eq!(bytes.len(), 52);
     }
 
@@ -465,7 +468,10 @@ mod tests {
     #[test]
     fn rejects_bad_input_clearly() {
         assert_eq!(decode(b"abc"), Err(DecodeError::Short(3)));
-        assert!(matches!(decode(b"XXXXxxxxxxxx"), Err(DecodeError::Magic(_))));
+        assert!(matches!(
+            decode(b"XXXXxxxxxxxx"),
+            Err(DecodeError::Magic(_))
+        ));
         let mut b = encode(&Frame::Bye(Bye { reason: "x".into() })).unwrap();
         b[4] = 9;
         let e = decode(&b).unwrap_err();

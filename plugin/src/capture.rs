@@ -1,0 +1,92 @@
+//! What runs on NCCL's threads: timestamp, id, one 64-byte record pushed to this thread's
+//! ring. Nothing else — no allocation, no lock, no syscall (the clock is a counter read),
+//! no waiting. All interpretation happens later on the drain thread (`completion`).
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+
+use ncclprof_shared::kind::EventKind;
+
+use crate::Plugin;
+use crate::clock::now_raw;
+use crate::handle;
+use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, Raw};
+
+/// Context index for a start, or `None` if the event must not be recorded (NULL context =
+/// a communicator the plugin chose not to profile). A non-NULL context that is not ours is a
+/// foreign PXN context (spec §4.11): recorded with an unknown context, never dereferenced.
+#[inline(always)]
+fn context_index(p: &Plugin, ctx: *mut c_void) -> Option<u32> {
+    if ctx.is_null() {
+        return None;
+    }
+    Some(p.contexts.index_of(ctx).unwrap_or(u32::MAX))
+}
+
+/// Record a start. `raw` has kind, parent and payload filled by the version shim.
+/// Returns the handle to give NCCL (NULL if nothing was recorded).
+#[inline(always)]
+pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw) -> *mut c_void {
+    let Some(ci) = context_index(p, ctx) else {
+        return std::ptr::null_mut();
+    };
+    let Some(ring) = p.rings.mine() else {
+        p.rings.no_ring[kind as usize].fetch_add(1, Ordering::Relaxed);
+        return std::ptr::null_mut();
+    };
+    let id = handle::make(kind, ring.index(), ring.next_seq());
+    raw.ts = now_raw();
+    raw.id = id;
+    raw.op = OP_START;
+    raw.kind = kind as u8;
+    raw.ctx = ci;
+    // A full ring drops the record (counted) but still hands out the id, so children keep a
+    // parent to refer to.
+    ring.push(&raw);
+    id as *mut c_void
+}
+
+/// Record a stop.
+#[inline(always)]
+pub fn stop(p: &'static Plugin, h: *mut c_void) {
+    let id = h as u64;
+    let kind = handle::kind_of(id).map_or(u8::MAX, |k| k as u8);
+    let Some(ring) = p.rings.mine() else {
+        if let Some(c) = p.rings.no_ring.get(kind as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        return;
+    };
+    ring.push(&Raw {
+        ts: now_raw(),
+        id,
+        op: OP_STOP,
+        kind,
+        ..Raw::default()
+    });
+}
+
+/// Record a state. `args` = the state-args words the shim read (`None` = NULL args pointer).
+#[inline(always)]
+pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 2]>) {
+    let id = h as u64;
+    let kind = handle::kind_of(id).map_or(u8::MAX, |k| k as u8);
+    let Some(ring) = p.rings.mine() else {
+        if let Some(c) = p.rings.no_ring.get(kind as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        return;
+    };
+    let [a0, a1] = args.unwrap_or_default();
+    ring.push(&Raw {
+        ts: now_raw(),
+        id,
+        parent: a0,
+        op: OP_STATE,
+        kind,
+        state: state.clamp(0, 255) as u8,
+        flags: if args.is_none() { RF_ARGS_NULL } else { 0 },
+        ctx: u32::MAX,
+        w: [a1, 0, 0, 0],
+    });
+}

@@ -1,0 +1,798 @@
+//! Reconstruction on the drain thread: raw start/state/stop records → completed
+//! [`EventRecord`]s, with true completion found by reference counting (spec §4.4, §6.2).
+//!
+//! - Coll/P2p `stopEvent` only means "enqueued". A Coll/P2p completes when every network
+//!   ProxyOp under it stopped and every expected KernelCh (one per channel when KernelCh is on)
+//!   stopped; its end is the latest child end and its execution start the earliest child start.
+//! - ProxyOps that never record InProgress are non-network (spec §4.6): they never stop and
+//!   do not hold their parent; they are reported with `F_NOT_NETWORK` once the parent is done.
+//! - API events and groups complete when their stop was seen and their children completed.
+//! - Where no completion signal exists, the op is reported after a timeout with
+//!   `F_END_UNKNOWN` and its enqueue stop as end — never an invented time.
+//! - Parents are looked up by id in this table only; an unknown parent (stale CUDA-graph
+//!   handle, dropped record, NULL) is flagged `F_PARENT_UNKNOWN`. Foreign (PXN) ProxyOps are
+//!   never linked to a local parent.
+//!
+//! Processing is two-phase per drain pass (all starts, then all states/stops) so records of
+//! different threads' rings need not be merged by time.
+
+use std::collections::HashMap;
+
+use ncclprof_shared::kind::{EventKind, state as st};
+use ncclprof_shared::record::*;
+use ncclprof_shared::wire::{DropReason, InFlight, OpenOp};
+
+use crate::gpuclock::GpuClock;
+use crate::ring::{OP_STATE, OP_STOP, RF_FOREIGN, RF_PARENT_NULL, Raw};
+
+/// Per-context facts completion needs (filled by the drain thread from the context slots).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CtxInfo {
+    pub rank: i32,
+}
+
+#[derive(Debug, Clone)]
+struct Open {
+    rec: EventRecord,
+    stopped: bool,
+    stop_ns: u64,
+    /// Children started and not finished (unprogressed ProxyOps included).
+    pending: u32,
+    /// ProxyOp children that have not (yet) recorded InProgress.
+    unprogressed: u32,
+    children_done: u32,
+    kernels_expected: u32,
+    kernels_done: u32,
+    end_max: u64,
+    exec_min: u64,
+    last_activity: u64,
+    /// ProxyOp: progressed (InProgress or a legacy state seen).
+    progressed: bool,
+    /// KernelCh: raw GPU start/stop.
+    gpu: [u64; 2],
+    /// ProxyOp: open steps (step index, id).
+    steps: [(u32, u64); 8],
+    /// Coll/P2p: proxy steps done per channel (for the in-flight summary).
+    steps_done: Option<Box<[u32; 64]>>,
+    /// Passes since completion first looked possible.
+    quiet: u8,
+}
+
+impl Open {
+    fn new(rec: EventRecord, now: u64) -> Open {
+        Open {
+            rec,
+            stopped: false,
+            stop_ns: 0,
+            pending: 0,
+            unprogressed: 0,
+            children_done: 0,
+            kernels_expected: 0,
+            kernels_done: 0,
+            end_max: 0,
+            exec_min: u64::MAX,
+            last_activity: now,
+            progressed: false,
+            gpu: [0; 2],
+            steps: [(u32::MAX, 0); 8],
+            steps_done: None,
+            quiet: 0,
+        }
+    }
+}
+
+fn is_container(k: EventKind) -> bool {
+    matches!(
+        k,
+        EventKind::GroupApi
+            | EventKind::CollApi
+            | EventKind::P2pApi
+            | EventKind::Group
+            | EventKind::Coll
+            | EventKind::P2p
+            | EventKind::CeColl
+    )
+}
+
+pub struct Completion {
+    table: HashMap<u64, Open>,
+    max_open: usize,
+    timeout_ns: u64,
+    gpu: HashMap<u32, GpuClock>,
+    gpu_timer_hz: f64,
+    /// Completed records not yet taken.
+    out: Vec<EventRecord>,
+    dirty: Vec<u64>,
+    pub captured: [u64; EventKind::COUNT],
+    pub completed: [u64; EventKind::COUNT],
+    pub dropped: [u64; DropReason::COUNT],
+    last_sweep: u64,
+}
+
+#[inline]
+fn lo(w: u64) -> u32 {
+    w as u32
+}
+#[inline]
+fn hi(w: u64) -> u32 {
+    (w >> 32) as u32
+}
+
+impl Completion {
+    pub fn new(max_open: usize, timeout_ms: u64, gpu_timer_hz: f64) -> Completion {
+        Completion {
+            table: HashMap::with_capacity(4096),
+            max_open,
+            timeout_ns: timeout_ms.max(1) * 1_000_000,
+            gpu: HashMap::new(),
+            gpu_timer_hz,
+            out: Vec::with_capacity(4096),
+            dirty: Vec::new(),
+            captured: [0; EventKind::COUNT],
+            completed: [0; EventKind::COUNT],
+            dropped: [0; DropReason::COUNT],
+            last_sweep: 0,
+        }
+    }
+
+    pub fn open_events(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Take the records completed so far.
+    pub fn take(&mut self, into: &mut Vec<EventRecord>) {
+        into.append(&mut self.out);
+    }
+
+    fn emit(&mut self, rec: EventRecord) {
+        if let Some(k) = rec.kind() {
+            self.completed[k as usize] += 1;
+        }
+        self.out.push(rec);
+    }
+
+    /// Phase A: a start record. `ns` = its host time; `kernel_on` = KernelCh bit in force.
+    pub fn start(&mut self, r: &Raw, ns: u64, ctx: CtxInfo, kernel_on: bool) {
+        let Some(kind) = EventKind::from_u8(r.kind) else {
+            return;
+        };
+        self.captured[kind as usize] += 1;
+        if self.table.len() >= self.max_open {
+            self.dropped[DropReason::TableFull as usize] += 1;
+            return;
+        }
+        let mut rec = EventRecord {
+            id: r.id,
+            parent: if r.flags & RF_PARENT_NULL != 0 {
+                0
+            } else {
+                r.parent
+            },
+            start_ns: ns,
+            comm: r.ctx,
+            rank: ctx.rank,
+            kind: kind as u8,
+            ..EventRecord::default()
+        };
+        let w = r.w;
+        let mut o;
+        match kind {
+            EventKind::Coll => {
+                rec.p[0] = w[0];
+                rec.p[1] = w[1];
+                rec.p[2] = w[2];
+                rec.x = lo(w[3]);
+                rec.sub = hi(w[3]) as u8;
+                rec.p[4] = u64::from((hi(w[3]) >> 8) as u8);
+                o = Open::new(rec, ns);
+                if kernel_on {
+                    o.kernels_expected = u32::from(rec.sub).min(64);
+                }
+            }
+            EventKind::P2p => {
+                rec.x = lo(w[0]);
+                rec.sub = hi(w[0]) as u8;
+                rec.p[1] = w[1];
+                rec.p[2] = w[2];
+                o = Open::new(rec, ns);
+                if kernel_on {
+                    o.kernels_expected = u32::from(rec.sub).min(64);
+                }
+            }
+            EventKind::CollApi | EventKind::P2pApi => {
+                rec.p[1] = w[0];
+                rec.p[2] = w[1];
+                rec.p[4] = w[2];
+                rec.x = lo(w[3]);
+                if hi(w[3]) != 0 {
+                    rec.flags |= F_GRAPH_CAPTURED;
+                }
+                o = Open::new(rec, ns);
+            }
+            EventKind::GroupApi => {
+                rec.x = lo(w[0]);
+                if hi(w[0]) != 0 {
+                    rec.flags |= F_GRAPH_CAPTURED;
+                }
+                o = Open::new(rec, ns);
+            }
+            EventKind::KernelLaunch => {
+                rec.p[4] = w[2];
+                o = Open::new(rec, ns);
+            }
+            EventKind::ProxyOp => {
+                rec.p[0] = u64::from(lo(w[0]));
+                rec.rank = hi(w[0]) as i32;
+                rec.sub = w[1] as u8;
+                if (w[1] >> 8) & 1 != 0 {
+                    rec.flags |= F_SEND;
+                }
+                rec.x = hi(w[1]);
+                rec.p[1] = u64::from(lo(w[2]));
+                rec.p[2] = u64::from(hi(w[2]));
+                if r.flags & RF_FOREIGN != 0 {
+                    rec.flags |= F_FOREIGN;
+                    rec.comm = u32::MAX;
+                }
+                o = Open::new(rec, ns);
+            }
+            EventKind::ProxyStep => {
+                rec.p[0] = u64::from(lo(w[0]));
+                rec.rank = hi(w[0]) as i32;
+                o = Open::new(rec, ns);
+            }
+            EventKind::KernelCh => {
+                rec.sub = w[0] as u8;
+                rec.p[6 - 2] = u64::from(r.ctx); // GPU id = context (one GPU per rank)
+                o = Open::new(rec, ns);
+                o.gpu[0] = w[1];
+            }
+            EventKind::NetPlugin => {
+                rec.p[0] = w[0];
+                match (w[0] as i64) & ncclprof_shared::kind::net::TYPE_MASK {
+                    ncclprof_shared::kind::net::TYPE_IB => {
+                        rec.sub = w[1] as u16 as u8;
+                        rec.p[2] = u64::from((w[1] >> 16) as u16);
+                        rec.x = hi(w[1]);
+                        rec.p[1] = w[2];
+                    }
+                    _ => {
+                        rec.x = lo(w[1]);
+                        rec.sub = hi(w[1]) as u8;
+                    }
+                }
+                rec.p[3] = w[3];
+                o = Open::new(rec, ns);
+            }
+            EventKind::CeColl => {
+                rec.p[0] = w[0];
+                rec.p[1] = w[1];
+                rec.p[2] = w[2];
+                rec.x = lo(w[3]);
+                o = Open::new(rec, ns);
+            }
+            EventKind::CeSync => {
+                rec.x = lo(w[0]);
+                if hi(w[0]) != 0 {
+                    rec.flags |= F_CE_FLAG;
+                }
+                o = Open::new(rec, ns);
+            }
+            EventKind::CeBatch => {
+                rec.x = lo(w[0]);
+                if hi(w[0]) != 0 {
+                    rec.flags |= F_CE_FLAG;
+                }
+                rec.p[1] = w[1];
+                o = Open::new(rec, ns);
+            }
+            EventKind::Group | EventKind::ProxyCtrl => {
+                o = Open::new(rec, ns);
+            }
+        }
+        // Link to the parent (never for foreign ops: their parent lives in another process).
+        if o.rec.parent != 0 && o.rec.flags & F_FOREIGN == 0 {
+            match self.table.get_mut(&o.rec.parent) {
+                Some(parent) => {
+                    parent.last_activity = ns;
+                    match kind {
+                        EventKind::ProxyOp => {
+                            parent.pending += 1;
+                            parent.unprogressed += 1;
+                        }
+                        EventKind::KernelCh
+                        | EventKind::Coll
+                        | EventKind::P2p
+                        | EventKind::CollApi
+                        | EventKind::P2pApi
+                        | EventKind::KernelLaunch
+                        | EventKind::CeColl
+                        | EventKind::CeSync
+                        | EventKind::CeBatch => parent.pending += 1,
+                        EventKind::ProxyStep => {
+                            // A receive step started again without a stop: the old handle is
+                            // abandoned by NCCL (spec §4.6).
+                            let step = o.rec.p[0] as u32;
+                            let mut replaced = None;
+                            let mut free = None;
+                            for (i, s) in parent.steps.iter_mut().enumerate() {
+                                if s.0 == step {
+                                    replaced = Some(s.1);
+                                    s.1 = r.id;
+                                    break;
+                                }
+                                if s.0 == u32::MAX && free.is_none() {
+                                    free = Some(i);
+                                }
+                            }
+                            if let Some(old) = replaced {
+                                self.table.remove(&old);
+                                o.rec.flags |= F_RESTARTED;
+                            } else if let Some(i) = free {
+                                parent.steps[i] = (step, r.id);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                None => o.rec.flags |= F_PARENT_UNKNOWN,
+            }
+        } else if o.rec.parent != 0 && o.rec.flags & F_FOREIGN != 0 {
+            // keep the foreign parent value for matching with the other process
+        }
+        self.table.insert(r.id, o);
+    }
+
+    /// Phase B: a state or stop record.
+    pub fn state_or_stop(&mut self, r: &Raw, ns: u64) {
+        if r.op == OP_STOP {
+            self.stop(r, ns);
+        } else if r.op == OP_STATE {
+            self.state(r, ns);
+        }
+    }
+
+    fn unknown(&mut self) {
+        self.dropped[DropReason::UnknownHandle as usize] += 1;
+    }
+
+    fn state(&mut self, r: &Raw, ns: u64) {
+        let Some(o) = self.table.get_mut(&r.id) else {
+            self.unknown();
+            return;
+        };
+        let s = u32::from(r.state);
+        let arg = r.parent;
+        let rec = &mut o.rec;
+        let mut progressed_now = false;
+        match rec.kind() {
+            Some(EventKind::GroupApi) => match s {
+                st::GROUP_START_API_STOP => rec.p[0] = ns,
+                st::GROUP_END_API_START => rec.p[1] = ns,
+                _ => {}
+            },
+            Some(EventKind::ProxyOp) => {
+                if s == st::PROXY_OP_IN_PROGRESS || s <= st::PROXY_OP_RECV_DONE {
+                    if rec.p[4] == 0 {
+                        rec.p[4] = ns;
+                    }
+                    if s <= st::PROXY_OP_RECV_DONE {
+                        rec.p[5] |= 1 << s;
+                        if arg != 0 {
+                            rec.p[3] = rec.p[3].max(arg);
+                        }
+                    }
+                    if !o.progressed {
+                        o.progressed = true;
+                        progressed_now = true;
+                    }
+                }
+            }
+            Some(EventKind::ProxyStep) => match s {
+                st::PROXY_STEP_SEND_GPU_WAIT => {
+                    rec.flags |= F_SEND;
+                    if rec.p[1] == 0 {
+                        rec.p[1] = ns;
+                    }
+                }
+                st::PROXY_STEP_SEND_PEER_WAIT => {
+                    rec.flags |= F_SEND;
+                    if rec.p[2] == 0 {
+                        rec.p[2] = ns;
+                    }
+                    rec.p[5] += 1;
+                }
+                st::PROXY_STEP_SEND_WAIT => {
+                    rec.flags |= F_SEND;
+                    rec.p[3] = ns;
+                    rec.p[4] = arg;
+                }
+                st::PROXY_STEP_RECV_WAIT => {
+                    if rec.p[1] == 0 {
+                        rec.p[1] = ns;
+                    }
+                }
+                st::PROXY_STEP_RECV_FLUSH_WAIT => {
+                    rec.p[2] = ns;
+                    rec.p[4] = arg;
+                }
+                st::PROXY_STEP_RECV_GPU_WAIT => rec.p[3] = ns,
+                _ => {}
+            },
+            Some(EventKind::ProxyCtrl) => {
+                if rec.p[0] == 0 {
+                    rec.p[0] = u64::from(s) + 1;
+                }
+                rec.sub = r.state;
+                if s == st::PROXY_CTRL_APPEND_END {
+                    rec.x = arg as u32;
+                }
+            }
+            Some(EventKind::KernelCh) => {
+                if s == st::KERNEL_CH_STOP {
+                    o.gpu[1] = arg;
+                }
+            }
+            Some(EventKind::NetPlugin) => {
+                if s == st::NET_PLUGIN_UPDATE {
+                    rec.p[4] += 1;
+                    rec.p[5] = ns;
+                }
+            }
+            _ => {}
+        }
+        if progressed_now {
+            let parent = o.rec.parent;
+            if o.rec.flags & F_FOREIGN == 0
+                && let Some(p) = self.table.get_mut(&parent)
+            {
+                p.unprogressed = p.unprogressed.saturating_sub(1);
+                p.last_activity = ns;
+            }
+        }
+    }
+
+    fn stop(&mut self, r: &Raw, ns: u64) {
+        let Some(kind) = self.table.get(&r.id).and_then(|o| o.rec.kind()) else {
+            self.unknown();
+            return;
+        };
+        if is_container(kind) {
+            if let Some(o) = self.table.get_mut(&r.id)
+                && !o.stopped
+            {
+                o.stopped = true;
+                o.stop_ns = ns;
+                o.last_activity = ns;
+                self.dirty.push(r.id);
+            }
+            return;
+        }
+        let Some(mut o) = self.table.remove(&r.id) else {
+            return;
+        };
+        o.rec.end_ns = ns;
+        o.rec.flags |= F_END_KNOWN;
+        let (mut child_start, mut child_end) = (o.rec.start_ns, ns);
+        match kind {
+            EventKind::ProxyOp => {
+                for &(_, id) in o.steps.iter().filter(|s| s.0 != u32::MAX) {
+                    // Steps still open when their op stops were abandoned by NCCL.
+                    self.table.remove(&id);
+                }
+                if o.rec.p[4] != 0 {
+                    child_start = o.rec.p[4];
+                }
+                if !o.progressed {
+                    // Stopped without progress: still not holding the parent.
+                    self.progress_parent(o.rec.parent, o.rec.flags, ns);
+                }
+            }
+            EventKind::ProxyStep => {
+                if let Some(op) = self.table.get_mut(&o.rec.parent) {
+                    o.rec.sub = op.rec.sub;
+                    o.rec.x = op.rec.x;
+                    o.rec.comm = op.rec.comm;
+                    o.rec.rank = op.rec.rank;
+                    o.rec.flags |= op.rec.flags & (F_SEND | F_FOREIGN);
+                    op.rec.p[3] += o.rec.p[4];
+                    let step = o.rec.p[0] as u32;
+                    for s in op.steps.iter_mut() {
+                        if s.0 == step && s.1 == o.rec.id {
+                            *s = (u32::MAX, 0);
+                        }
+                    }
+                    let (channel, coll) = (op.rec.sub, op.rec.parent);
+                    let foreign = op.rec.flags & F_FOREIGN != 0;
+                    if !foreign && let Some(c) = self.table.get_mut(&coll) {
+                        let sd = c.steps_done.get_or_insert_with(|| Box::new([0; 64]));
+                        sd[usize::from(channel) % 64] += 1;
+                    }
+                } else if o.rec.parent != 0 {
+                    o.rec.flags |= F_PARENT_UNKNOWN;
+                }
+                self.emit(o.rec);
+                return;
+            }
+            EventKind::KernelCh => {
+                o.rec.p[0] = o.gpu[0];
+                o.rec.p[1] = o.gpu[1];
+                o.rec.p[2] = o.rec.start_ns;
+                o.rec.p[3] = ns;
+                if o.gpu[0] != 0 && o.gpu[1] != 0 {
+                    let hz = self.gpu_timer_hz;
+                    let clock = self
+                        .gpu
+                        .entry(o.rec.comm)
+                        .or_insert_with(|| GpuClock::new(hz));
+                    clock.observe(o.rec.start_ns, o.gpu[0]);
+                    clock.observe(ns, o.gpu[1]);
+                    let s = clock.convert(o.gpu[0], o.rec.start_ns);
+                    let e = clock.convert(o.gpu[1], ns).max(s);
+                    o.rec.start_ns = s;
+                    o.rec.end_ns = e;
+                    o.rec.flags |= F_GPU_CONVERTED;
+                }
+                child_start = o.rec.start_ns;
+                child_end = o.rec.end_ns;
+            }
+            _ => {}
+        }
+        let parent = o.rec.parent;
+        let flags = o.rec.flags;
+        self.emit(o.rec);
+        if flags & (F_FOREIGN | F_PARENT_UNKNOWN) == 0 && parent != 0 {
+            self.child_done(parent, kind, child_start, child_end, ns);
+        }
+    }
+
+    fn progress_parent(&mut self, parent: u64, flags: u16, ns: u64) {
+        if flags & F_FOREIGN == 0
+            && let Some(p) = self.table.get_mut(&parent)
+        {
+            p.unprogressed = p.unprogressed.saturating_sub(1);
+            p.last_activity = ns;
+        }
+    }
+
+    fn child_done(&mut self, parent: u64, kind: EventKind, start: u64, end: u64, now: u64) {
+        let Some(p) = self.table.get_mut(&parent) else {
+            return;
+        };
+        p.pending = p.pending.saturating_sub(1);
+        p.children_done += 1;
+        if kind == EventKind::KernelCh {
+            p.kernels_done += 1;
+        }
+        if end != 0 {
+            p.end_max = p.end_max.max(end);
+        }
+        if start != 0 {
+            p.exec_min = p.exec_min.min(start);
+        }
+        p.last_activity = now;
+        p.quiet = 0;
+        self.dirty.push(parent);
+    }
+
+    /// Whether an open container is complete at `now` (and how).
+    fn ready(&self, o: &Open, now: u64) -> Option<bool> {
+        if !o.stopped {
+            return None;
+        }
+        let timed_out = now.saturating_sub(o.last_activity.max(o.stop_ns)) > self.timeout_ns;
+        let active = o.pending.saturating_sub(o.unprogressed);
+        match o.rec.kind()? {
+            EventKind::Coll | EventKind::P2p => {
+                if active > 0 {
+                    return None; // in flight (possibly hung): stays visible in InFlight
+                }
+                if o.children_done > 0 && o.kernels_done >= o.kernels_expected && o.quiet >= 1 {
+                    return Some(true);
+                }
+                timed_out.then_some(o.children_done > 0)
+            }
+            EventKind::GroupApi | EventKind::Group | EventKind::CeColl => {
+                if o.pending == 0 {
+                    Some(o.children_done > 0)
+                } else {
+                    timed_out.then_some(o.children_done > 0)
+                }
+            }
+            _ => {
+                // CollApi / P2pApi: children start after the API call returns (at group end).
+                if o.pending == 0 && o.children_done > 0 && o.quiet >= 1 {
+                    Some(true)
+                } else if timed_out && o.pending == 0 {
+                    Some(o.children_done > 0)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    fn complete(&mut self, id: u64, known: bool) {
+        let Some(o) = self.table.remove(&id) else {
+            return;
+        };
+        let mut rec = o.rec;
+        let kind = rec.kind();
+        rec.p[3] = o.stop_ns;
+        if known && o.end_max != 0 {
+            rec.end_ns = o.end_max.max(
+                if kind == Some(EventKind::Coll) || kind == Some(EventKind::P2p) {
+                    0
+                } else {
+                    o.stop_ns
+                },
+            );
+            rec.flags |= F_END_KNOWN;
+        } else {
+            rec.end_ns = o.stop_ns;
+            rec.flags |= if matches!(kind, Some(EventKind::GroupApi | EventKind::Group))
+                && o.children_done == 0
+            {
+                F_END_KNOWN
+            } else {
+                F_END_UNKNOWN
+            };
+        }
+        if o.exec_min != u64::MAX && matches!(kind, Some(EventKind::Coll | EventKind::P2p)) {
+            rec.p[5] = o.exec_min;
+        }
+        let (parent, flags, start, end) = (
+            rec.parent,
+            rec.flags,
+            rec.p[5].max(rec.start_ns),
+            rec.end_ns,
+        );
+        self.emit(rec);
+        if flags & F_PARENT_UNKNOWN == 0 && parent != 0 {
+            self.child_done(parent, kind.unwrap_or(EventKind::Group), start, end, end);
+        }
+    }
+
+    /// End of a drain pass: complete what became complete, time out what never will.
+    pub fn end_pass(&mut self, now: u64) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        let mut again = Vec::new();
+        for id in dirty {
+            let Some(o) = self.table.get(&id) else {
+                continue;
+            };
+            match self.ready(o, now) {
+                Some(known) => self.complete(id, known),
+                None => {
+                    if let Some(o) = self.table.get_mut(&id)
+                        && o.stopped
+                    {
+                        o.quiet = o.quiet.saturating_add(1);
+                        again.push(id);
+                    }
+                }
+            }
+        }
+        // Containers waiting only for a quiet pass are re-checked next pass.
+        self.dirty.extend(again.into_iter().filter(|id| {
+            self.table
+                .get(id)
+                .is_some_and(|o| o.quiet <= 2 || o.pending.saturating_sub(o.unprogressed) == 0)
+        }));
+        if now.saturating_sub(self.last_sweep) > 100_000_000 {
+            self.last_sweep = now;
+            self.sweep(now);
+        }
+    }
+
+    /// Periodic scan: timeouts, non-network ProxyOps whose parent is gone, leaked steps.
+    fn sweep(&mut self, now: u64) {
+        let mut finish = Vec::new();
+        let mut orphans = Vec::new();
+        for (&id, o) in &self.table {
+            let Some(kind) = o.rec.kind() else { continue };
+            if is_container(kind) {
+                if o.stopped && self.ready(o, now).is_some() {
+                    finish.push(id);
+                }
+            } else if kind == EventKind::ProxyOp
+                && !o.progressed
+                && (!self.table.contains_key(&o.rec.parent)
+                    || now.saturating_sub(o.rec.start_ns) > self.timeout_ns)
+            {
+                orphans.push(id);
+            } else if kind != EventKind::ProxyOp
+                && now.saturating_sub(o.last_activity) > 60 * self.timeout_ns
+            {
+                orphans.push(id); // leaked leaf (e.g. a restarted step NCCL never stopped)
+            }
+        }
+        for id in finish {
+            if let Some(o) = self.table.get(&id)
+                && let Some(known) = self.ready(o, now)
+            {
+                self.complete(id, known);
+            }
+        }
+        for id in orphans {
+            if let Some(mut o) = self.table.remove(&id) {
+                if o.rec.kind() == Some(EventKind::ProxyOp) {
+                    o.rec.flags |= F_NOT_NETWORK | F_END_UNKNOWN;
+                    o.rec.end_ns = 0;
+                    let (parent, flags) = (o.rec.parent, o.rec.flags);
+                    self.emit(o.rec);
+                    if let Some(p) = self.table.get_mut(&parent)
+                        && flags & F_FOREIGN == 0
+                    {
+                        p.pending = p.pending.saturating_sub(1);
+                        p.unprogressed = p.unprogressed.saturating_sub(1);
+                        self.dirty.push(parent);
+                    }
+                } else {
+                    self.dropped[DropReason::Abandoned as usize] += 1;
+                }
+            }
+        }
+    }
+
+    /// Report everything still open (finalize of the last communicator): containers with
+    /// their best-known end, flagged in flight.
+    pub fn flush_open(&mut self, now: u64) {
+        self.end_pass(now);
+        let ids: Vec<u64> = self
+            .table
+            .iter()
+            .filter(|(_, o)| o.rec.kind().is_some_and(is_container))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            if let Some(o) = self.table.get_mut(&id) {
+                o.rec.flags |= F_IN_FLIGHT;
+                if !o.stopped {
+                    o.stopped = true;
+                    o.stop_ns = now;
+                }
+                let known = o.children_done > 0 && o.pending == 0;
+                self.complete(id, known);
+            }
+        }
+    }
+
+    /// Open collectives and p2p ops, oldest first (at most `limit`).
+    pub fn in_flight(&self, now: u64, limit: usize) -> InFlight {
+        let mut ops: Vec<OpenOp> = self
+            .table
+            .values()
+            .filter(|o| matches!(o.rec.kind(), Some(EventKind::Coll | EventKind::P2p)))
+            .map(|o| {
+                let n = usize::from(o.rec.sub).clamp(1, 64);
+                OpenOp {
+                    comm: o.rec.comm,
+                    rank: o.rec.rank,
+                    kind: o.rec.kind,
+                    id: o.rec.id,
+                    seq: o.rec.p[0],
+                    func: o.rec.strings()[0],
+                    start_ns: o.rec.start_ns,
+                    steps_done: o
+                        .steps_done
+                        .as_ref()
+                        .map(|s| s[..n].to_vec())
+                        .unwrap_or_default(),
+                    channels_done: o.kernels_done,
+                    n_channels: u32::from(o.rec.sub),
+                }
+            })
+            .collect();
+        let total = ops.len() as u32;
+        ops.sort_unstable_by_key(|o| o.start_ns);
+        ops.truncate(limit);
+        InFlight {
+            at_ns: now,
+            ops,
+            total,
+        }
+    }
+}

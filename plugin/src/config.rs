@@ -1,0 +1,88 @@
+//! Every knob of the plugin, read once from the environment at the first `init`.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `NCCL_PROFILE_EVENT_MASK` | 5982 (see `ncclprof_shared::mask::DEFAULT`) | starting activation mask: decimal, `0x` hex or kind names (`Coll,ProxyStep`) |
+//! | `NCCL_PROFILE_DUMP_FILE` | unset | at the last `finalize`, write a Chrome-trace JSON snapshot to `<value>.<pid>.json` |
+//! | `NCCLPROF_DIR` | `$XDG_RUNTIME_DIR/ncclprof`, else `/tmp/ncclprof-<uid>` | rendezvous directory (0700, owner-checked) |
+//! | `NCCLPROF_DISABLE` | unset | `1`: profile nothing (init returns a NULL context) |
+//! | `NCCLPROF_NO_LISTEN` | unset | `1`: capture but publish no rendezvous entry (no viewer can attach) |
+//! | `NCCLPROF_RING_EVENTS` | 16384 | capture-ring slots per NCCL thread (64 B each) |
+//! | `NCCLPROF_MAX_THREADS` | 128 | capture rings (NCCL threads that can record at once) |
+//! | `NCCLPROF_DRAIN_US` | 2000 | drain-thread period |
+//! | `NCCLPROF_HISTORY_MS` | 5000 | recent history kept for a viewer that attaches late |
+//! | `NCCLPROF_HISTORY_EVENTS` | 200000 | ... and at most this many records |
+//! | `NCCLPROF_COMPLETION_TIMEOUT_MS` | 1000 | an op with no completion signal is reported as "end unknown" after this |
+//! | `NCCLPROF_MAX_OPEN` | 262144 | open events tracked at once (more are dropped, counted) |
+//! | `NCCLPROF_CLOCK` | `tsc` where invariant | `monotonic` forces `clock_gettime` on NCCL's threads |
+//! | `NCCLPROF_GPU_TIMER_HZ` | auto | GPU timer rate for KernelCh timestamps (RCCL ticks); auto-detected when unset |
+
+use ncclprof_shared::mask;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub mask: u32,
+    pub mask_error: Option<String>,
+    pub dump_file: Option<String>,
+    pub dir: std::path::PathBuf,
+    pub disable: bool,
+    pub no_listen: bool,
+    pub ring_events: usize,
+    pub max_threads: usize,
+    pub drain_us: u64,
+    pub history_ms: u64,
+    pub history_events: usize,
+    pub completion_timeout_ms: u64,
+    pub max_open: usize,
+    pub force_monotonic: bool,
+    pub gpu_timer_hz: f64,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn num<T: std::str::FromStr>(name: &str, default: T) -> T {
+    var(name)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+fn flag(name: &str) -> bool {
+    matches!(
+        var(name).as_deref().map(str::trim),
+        Some("1" | "true" | "yes" | "on")
+    )
+}
+
+impl Config {
+    pub fn from_env() -> Config {
+        let (mask, mask_error) = match var("NCCL_PROFILE_EVENT_MASK") {
+            None => (mask::DEFAULT, None),
+            Some(v) => match mask::parse(&v) {
+                Ok(m) => (m, None),
+                Err(e) => (
+                    mask::DEFAULT,
+                    Some(format!("NCCL_PROFILE_EVENT_MASK: {e}; using the default")),
+                ),
+            },
+        };
+        Config {
+            mask,
+            mask_error,
+            dump_file: var("NCCL_PROFILE_DUMP_FILE"),
+            dir: ncclprof_shared::link::default_dir(),
+            disable: flag("NCCLPROF_DISABLE"),
+            no_listen: flag("NCCLPROF_NO_LISTEN"),
+            ring_events: num("NCCLPROF_RING_EVENTS", 16384usize),
+            max_threads: num("NCCLPROF_MAX_THREADS", 128usize),
+            drain_us: num("NCCLPROF_DRAIN_US", 2000u64).clamp(100, 20_000),
+            history_ms: num("NCCLPROF_HISTORY_MS", 5000u64),
+            history_events: num("NCCLPROF_HISTORY_EVENTS", 200_000usize),
+            completion_timeout_ms: num("NCCLPROF_COMPLETION_TIMEOUT_MS", 1000u64),
+            max_open: num("NCCLPROF_MAX_OPEN", 262_144usize).max(1024),
+            force_monotonic: var("NCCLPROF_CLOCK").is_some_and(|v| v.trim() == "monotonic"),
+            gpu_timer_hz: num("NCCLPROF_GPU_TIMER_HZ", 0.0f64),
+        }
+    }
+}

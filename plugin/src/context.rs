@@ -1,0 +1,113 @@
+//! Communicator contexts. The `void*` context NCCL stores per communicator is the address of
+//! one slot of a static array: the plugin recognises its own contexts by address arithmetic
+//! alone, so a foreign (PXN) context pointer from another process is never dereferenced
+//! (spec §4.11). Communicator identity for v1–v3 (which only carry it in Coll/P2p
+//! descriptors) is filled in lazily from the first descriptor that names it.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU32, AtomicU64, Ordering};
+
+/// Most communicators per process the plugin profiles; more get a NULL context.
+pub const MAX_CONTEXTS: usize = 1024;
+
+#[derive(Default)]
+pub struct Slot {
+    pub used: AtomicBool,
+    pub finalized: AtomicBool,
+    pub comm_hash: AtomicU64,
+    pub name_id: AtomicU16,
+    pub nranks: AtomicI32,
+    pub nnodes: AtomicI32,
+    pub rank: AtomicI32,
+    pub api: AtomicU32,
+    /// Bumped when identity fields change, so the drain thread re-publishes.
+    pub version: AtomicU32,
+}
+
+pub struct Contexts {
+    slots: Box<[Slot]>,
+}
+
+impl Contexts {
+    pub fn new() -> Contexts {
+        Contexts {
+            slots: (0..MAX_CONTEXTS).map(|_| Slot::default()).collect(),
+        }
+    }
+
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// Claim a slot and return its index, or None when all are used.
+    pub fn claim(&self) -> Option<u32> {
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.used
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                s.finalized.store(false, Ordering::Relaxed);
+                s.comm_hash.store(0, Ordering::Relaxed);
+                s.name_id.store(0, Ordering::Relaxed);
+                s.rank.store(-1, Ordering::Relaxed);
+                return Some(i as u32);
+            }
+        }
+        None
+    }
+
+    /// The context pointer NCCL will hand back for slot `i`.
+    pub fn ptr(&self, i: u32) -> *mut c_void {
+        (&self.slots[i as usize] as *const Slot).cast_mut().cast()
+    }
+
+    /// Which of our slots `ctx` is, without dereferencing it. `None` for NULL, foreign or
+    /// misaligned pointers.
+    #[inline(always)]
+    pub fn index_of(&self, ctx: *mut c_void) -> Option<u32> {
+        let base = self.slots.as_ptr() as usize;
+        let p = ctx as usize;
+        let size = std::mem::size_of::<Slot>();
+        let off = p.wrapping_sub(base);
+        if off >= size * MAX_CONTEXTS || off % size != 0 {
+            return None;
+        }
+        Some((off / size) as u32)
+    }
+
+    pub fn get(&self, i: u32) -> Option<&Slot> {
+        self.slots.get(i as usize)
+    }
+
+    /// v1–v3: record the communicator identity carried by a Coll/P2p descriptor.
+    #[inline]
+    pub fn learn_identity(&self, i: u32, comm_hash: u64, name_id: u16, rank: i32) {
+        if let Some(s) = self.get(i)
+            && s.comm_hash.load(Ordering::Relaxed) != comm_hash
+        {
+            s.comm_hash.store(comm_hash, Ordering::Relaxed);
+            s.name_id.store(name_id, Ordering::Relaxed);
+            s.rank.store(rank, Ordering::Relaxed);
+            s.version.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_map_back_and_foreign_ones_do_not() {
+        let c = Contexts::new();
+        let i = c.claim().unwrap();
+        let j = c.claim().unwrap();
+        assert_ne!(i, j);
+        assert_eq!(c.index_of(c.ptr(i)), Some(i));
+        assert_eq!(c.index_of(c.ptr(j)), Some(j));
+        assert_eq!(c.index_of(std::ptr::null_mut()), None);
+        assert_eq!(c.index_of(0xdead_beef_usize as *mut c_void), None);
+        let mis = (c.ptr(i) as usize + 1) as *mut c_void;
+        assert_eq!(c.index_of(mis), None);
+    }
+}

@@ -1,0 +1,211 @@
+//! GPU timer → host clock, per GPU (spec §4.10, the project's method).
+//!
+//! Every KernelCh timestamp is taken on the GPU *before* the CPU callback that reports it, so
+//! `d = cpu_ns_at_callback − gpu_time` is never below the true offset. The running minimum of
+//! `d` (a lower envelope) converts without ever being early; to follow drift between the two
+//! clocks the minima of 100 ms buckets over the last 5 s are fitted with a line, shifted down
+//! so no bucket minimum lies below it. RCCL's timer counts device ticks, not ns: the rate is
+//! `NCCLPROF_GPU_TIMER_HZ` if given, ns if the values look like epoch nanoseconds (NVIDIA's
+//! `%globaltimer`), else estimated from callback time against ticks over ≥ 50 ms.
+
+use std::collections::VecDeque;
+
+const BUCKET_NS: u64 = 100_000_000;
+const BUCKETS: usize = 50;
+
+#[derive(Debug, Clone)]
+pub struct GpuClock {
+    /// ns per GPU tick, once known.
+    scale: Option<f64>,
+    forced: bool,
+    /// Anchor for precision: the first raw value and CPU time seen.
+    raw0: u64,
+    cpu0: u64,
+    started: bool,
+    /// Completed buckets: (bucket time, min d).
+    buckets: VecDeque<(u64, i64)>,
+    cur_bucket: u64,
+    cur_min: Option<(u64, i64)>,
+}
+
+impl GpuClock {
+    pub fn new(gpu_timer_hz: f64) -> GpuClock {
+        let forced = gpu_timer_hz > 0.0;
+        GpuClock {
+            scale: forced.then(|| 1e9 / gpu_timer_hz),
+            forced,
+            raw0: 0,
+            cpu0: 0,
+            started: false,
+            buckets: VecDeque::new(),
+            cur_bucket: 0,
+            cur_min: None,
+        }
+    }
+
+    fn scale_or_one(&self) -> f64 {
+        self.scale.unwrap_or(1.0)
+    }
+
+    /// ns since the anchor for a raw value.
+    fn rel(&self, raw: u64) -> i64 {
+        let dr = raw.wrapping_sub(self.raw0) as i64;
+        if self.scale_or_one() == 1.0 {
+            dr
+        } else {
+            (dr as f64 * self.scale_or_one()).round() as i64
+        }
+    }
+
+    /// Feed one (CPU callback time, GPU raw timestamp) pair.
+    pub fn observe(&mut self, cpu_ns: u64, raw: u64) {
+        if raw == 0 {
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            self.raw0 = raw;
+            self.cpu0 = cpu_ns;
+            if !self.forced {
+                // %globaltimer follows Unix-epoch ns: accept as ns if within ~10 years of now.
+                let now = ncclprof_shared::clock::realtime_ns();
+                if raw > 1_000_000_000_000_000_000 && raw.abs_diff(now) < 315_360_000_000_000_000 {
+                    self.scale = Some(1.0);
+                }
+            }
+        }
+        if self.scale.is_none() && cpu_ns > self.cpu0 + 50_000_000 && raw > self.raw0 {
+            let slope = (cpu_ns - self.cpu0) as f64 / (raw - self.raw0) as f64;
+            let s = if (slope - 1.0).abs() < 0.01 {
+                1.0
+            } else {
+                slope
+            };
+            self.scale = Some(s);
+            // The provisional (1.0) envelope is meaningless under the real scale.
+            self.buckets.clear();
+            self.cur_min = None;
+        }
+        let d = cpu_ns as i64 - self.cpu0 as i64 - self.rel(raw);
+        let b = cpu_ns / BUCKET_NS;
+        if b != self.cur_bucket {
+            if let Some(m) = self.cur_min.take() {
+                self.buckets.push_back(m);
+                if self.buckets.len() > BUCKETS {
+                    self.buckets.pop_front();
+                }
+            }
+            self.cur_bucket = b;
+        }
+        match self.cur_min {
+            Some((_, m)) if m <= d => {}
+            _ => self.cur_min = Some((cpu_ns, d)),
+        }
+    }
+
+    /// The estimated offset `d` at CPU time `t` (lower envelope with drift).
+    fn offset_at(&self, t: u64) -> i64 {
+        let pts: Vec<(u64, i64)> = self.buckets.iter().copied().chain(self.cur_min).collect();
+        match pts.len() {
+            0 => 0,
+            1 => pts[0].1,
+            n => {
+                let t0 = pts[0].0 as f64;
+                let (mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0);
+                for &(x, y) in &pts {
+                    let x = x as f64 - t0;
+                    let y = y as f64;
+                    sx += x;
+                    sy += y;
+                    sxx += x * x;
+                    sxy += x * y;
+                }
+                let nf = n as f64;
+                let den = nf * sxx - sx * sx;
+                let b = if den.abs() < 1e-9 {
+                    0.0
+                } else {
+                    (nf * sxy - sx * sy) / den
+                };
+                let a = (sy - b * sx) / nf;
+                let line = |x: u64| a + b * (x as f64 - t0);
+                let shift = pts
+                    .iter()
+                    .map(|&(x, y)| y as f64 - line(x))
+                    .fold(f64::INFINITY, f64::min);
+                (line(t) + shift.min(0.0)).round() as i64
+            }
+        }
+    }
+
+    /// Convert a raw GPU timestamp reported by a callback at CPU time `cpu_ns` to host ns.
+    /// Never later than `cpu_ns` (the GPU event happened before its callback).
+    pub fn convert(&self, raw: u64, cpu_ns: u64) -> u64 {
+        if !self.started || raw == 0 {
+            return cpu_ns;
+        }
+        let host = self.cpu0 as i64 + self.rel(raw) + self.offset_at(cpu_ns);
+        (host.max(0) as u64).min(cpu_ns)
+    }
+
+    /// ns per tick in use (1.0 = the timer counts ns).
+    pub fn scale(&self) -> f64 {
+        self.scale_or_one()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Simulated GPU: raw = (host + offset) * ticks_per_ns, drift in ppm; callbacks arrive
+    /// `delay(i)` ns after the GPU event. Returns the worst conversion error after warm-up.
+    fn worst_error(ticks_per_ns: f64, drift_ppm: f64, hz: f64) -> (i64, i64) {
+        let mut c = GpuClock::new(hz);
+        let offset: f64 = if ticks_per_ns == 1.0 { 1.79e18 } else { 5.0e9 };
+        let mut worst_early = 0i64;
+        let mut worst_late = 0i64;
+        let host0: u64 = 1_000_000_000_000;
+        for i in 0..20_000u64 {
+            let host = host0 + i * 500_000; // an event every 0.5 ms, 10 s in all
+            let gpu_ns =
+                (host as f64 - host0 as f64) * (1.0 + drift_ppm * 1e-6) + host0 as f64 + offset;
+            let raw = (gpu_ns * ticks_per_ns) as u64;
+            let delay = 2_000 + (i * 7919 % 48_000); // 2–50 µs
+            let cb = host + delay;
+            c.observe(cb, raw);
+            let conv = c.convert(raw, cb) as i64;
+            if i > 2_000 {
+                let err = conv - host as i64;
+                worst_early = worst_early.min(err);
+                worst_late = worst_late.max(err);
+            }
+        }
+        (worst_early, worst_late)
+    }
+
+    #[test]
+    fn ns_timer_with_drift_converts_within_a_few_microseconds() {
+        let (early, late) = worst_error(1.0, 20.0, 0.0);
+        assert!(early > -3_000, "early by {early} ns");
+        assert!(late < 5_000, "late by {late} ns");
+    }
+
+    #[test]
+    fn tick_timer_is_scaled_not_mistaken_for_ns() {
+        // 100 MHz ticks (0.1 tick per ns), rate estimated.
+        let (early, late) = worst_error(0.1, 0.0, 0.0);
+        assert!(early > -20_000 && late < 30_000, "{early} {late}");
+        // Rate given.
+        let (early, late) = worst_error(0.1, 0.0, 100e6);
+        assert!(early > -20_000 && late < 30_000, "{early} {late}");
+    }
+
+    #[test]
+    fn never_after_the_callback() {
+        let mut c = GpuClock::new(0.0);
+        c.observe(1000, 1_790_000_000_000_000_000);
+        assert!(c.convert(1_790_000_000_000_000_500, 1200) <= 1200);
+        assert_eq!(c.convert(0, 77), 77);
+    }
+}

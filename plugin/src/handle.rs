@@ -1,0 +1,45 @@
+//! Event handles are ids, not pointers: NCCL only stores them, hands them back and compares
+//! them with NULL (spec §4.2, §5.3), so the plugin never allocates per event and never
+//! dereferences a handle, a stale CUDA-graph parent or a foreign PXN parent.
+//!
+//! Layout: bits 63–59 = event kind + 1 (so an id is never 0 and `stop`/`record` know the
+//! kind without a lookup), bits 58–48 = capture ring index, bits 47–0 = the ring's sequence.
+
+use ncclprof_shared::kind::EventKind;
+
+const KIND_SHIFT: u32 = 59;
+const RING_SHIFT: u32 = 48;
+const SEQ_MASK: u64 = (1 << RING_SHIFT) - 1;
+
+/// Make an event id.
+#[inline(always)]
+pub fn make(kind: EventKind, ring: u32, seq: u64) -> u64 {
+    ((kind as u64 + 1) << KIND_SHIFT) | ((u64::from(ring) & 0x7FF) << RING_SHIFT) | (seq & SEQ_MASK)
+}
+
+/// The kind encoded in an id, if it is one of ours.
+#[inline(always)]
+pub fn kind_of(id: u64) -> Option<EventKind> {
+    let k = (id >> KIND_SHIFT) as u8;
+    if k == 0 {
+        return None;
+    }
+    EventKind::from_u8(k - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_roundtrip_and_are_nonzero() {
+        for k in EventKind::ALL {
+            let id = make(k, 2047, SEQ_MASK);
+            assert_ne!(id, 0);
+            assert_eq!(kind_of(id), Some(k));
+            assert_eq!(kind_of(make(k, 0, 1)), Some(k));
+        }
+        assert_eq!(kind_of(0x1234), None);
+        assert_eq!(kind_of(u64::MAX), None);
+    }
+}

@@ -1,0 +1,243 @@
+//! init / finalize / fork / exampleProfilerStart/Stop: everything that is not the hot path.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::abi::NcclLogger;
+use crate::{Plugin, config, context, control, guard, intern, link, nccl_log, ring, stream};
+
+/// What v4+ `init` says about the communicator.
+pub struct CommIdentity {
+    pub comm_name: *const c_char,
+    pub comm_hash: u64,
+    pub nnodes: c_int,
+    pub nranks: c_int,
+    pub rank: c_int,
+    pub logfn: NcclLogger,
+}
+
+static CREATE: Mutex<()> = Mutex::new(());
+/// Set in a forked child: the next `init` builds fresh state for the child process.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn after_fork_in_child() {
+    // The child has copies of the rings and none of our threads: capture nothing until the
+    // child (if ever) initialises a communicator of its own.
+    guard::ENABLED.store(false, Ordering::Relaxed);
+    FORKED.store(true, Ordering::Relaxed);
+    ring::forget_my_ring();
+}
+
+fn cmdline() -> String {
+    let raw = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    let s: String = raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    s.chars().take(512).collect()
+}
+
+/// Create the process state and its threads (first `init`, or first `init` after a fork).
+fn create() -> Option<&'static Plugin> {
+    let _g = CREATE.lock().unwrap_or_else(|e| e.into_inner());
+    let forked = FORKED.swap(false, Ordering::Relaxed);
+    if let Some(p) = crate::plugin()
+        && !forked
+    {
+        return Some(p);
+    }
+    let cfg = config::Config::from_env();
+    if let Some(e) = &cfg.mask_error {
+        nccl_log::warn(e);
+    }
+    let Some(rings) = ring::RingPool::new(cfg.max_threads, cfg.ring_events) else {
+        nccl_log::warn("could not allocate capture rings; profiling disabled");
+        return None;
+    };
+    let cal = crate::clock::Calibration::start(cfg.force_monotonic);
+    let pid = std::process::id();
+    let p = crate::install(Box::new(Plugin {
+        control: control::Control::new(cfg.mask),
+        rings,
+        strings: intern::Interner::new(),
+        contexts: context::Contexts::new(),
+        pid,
+        host: ncclprof_shared::link::hostname(),
+        cmdline: cmdline(),
+        api_version: AtomicU32::new(0),
+        live_comms: AtomicU32::new(0),
+        unknown_types: AtomicU64::new(0),
+        viewer_slow: AtomicU64::new(0),
+        frames_sent: AtomicU64::new(0),
+        bytes_sent: AtomicU64::new(0),
+        shutdown: AtomicBool::new(false),
+        server_name: Mutex::new(String::new()),
+        dump_prefix: Mutex::new(cfg.dump_file.clone()),
+        to_drain: Mutex::new(None),
+        config: cfg,
+    }));
+    if !forked {
+        // SAFETY: registering a plain extern "C" handler; no other preconditions.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    }
+    guard::ENABLED.store(true, Ordering::Relaxed);
+    match stream::spawn(p, cal) {
+        Ok(tx) => {
+            if !p.config.no_listen {
+                let dir = p.config.dir.clone();
+                match ncclprof_shared::link::ensure_dir(&dir) {
+                    Ok(()) => {
+                        let tx2 = tx.clone();
+                        let spawned = std::thread::Builder::new()
+                            .name("ncclprof-link".into())
+                            .spawn(move || {
+                                let _ =
+                                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                        link::run(p, dir, tx2)
+                                    }));
+                            });
+                        if let Err(e) = spawned {
+                            nccl_log::warn(&format!("cannot start the viewer link thread: {e}"));
+                        }
+                    }
+                    Err(e) => nccl_log::warn(&format!("no viewer can attach: {e}")),
+                }
+            }
+            *p.to_drain.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        }
+        Err(e) => {
+            nccl_log::warn(&format!(
+                "cannot start the drain thread ({e}); profiling disabled"
+            ));
+            guard::ENABLED.store(false, Ordering::Relaxed);
+            return None;
+        }
+    }
+    Some(p)
+}
+
+/// `init` of every version. Never fails NCCL: on any problem `*ctx` stays NULL.
+pub fn init(ctx_out: *mut *mut c_void, mask: *mut c_int, api: u32, id: Option<CommIdentity>) {
+    if ctx_out.is_null() {
+        return;
+    }
+    // SAFETY: NCCL passes the address of its context slot.
+    unsafe { *ctx_out = std::ptr::null_mut() };
+    if let Some(id) = &id {
+        nccl_log::set(id.logfn);
+    }
+    let first = crate::plugin().is_none();
+    let Some(p) = create() else { return };
+    if p.config.disable {
+        return;
+    }
+    let Some(i) = p.contexts.claim() else {
+        nccl_log::warn("more than 1024 communicators in this process: this one is not profiled");
+        return;
+    };
+    let Some(slot) = p.contexts.get(i) else {
+        return;
+    };
+    slot.api.store(api, Ordering::Relaxed);
+    if let Some(id) = &id {
+        let name = if id.comm_name.is_null() {
+            0
+        } else {
+            // SAFETY: commName is NULL or a NUL-terminated string of the user's config.
+            p.strings.add(unsafe { intern::read_c_str(id.comm_name) })
+        };
+        slot.comm_hash.store(id.comm_hash, Ordering::Relaxed);
+        slot.name_id.store(name, Ordering::Relaxed);
+        slot.nnodes.store(id.nnodes, Ordering::Relaxed);
+        slot.nranks.store(id.nranks, Ordering::Relaxed);
+        slot.rank.store(id.rank, Ordering::Relaxed);
+    }
+    slot.version.fetch_add(1, Ordering::Release);
+    p.api_version.store(api, Ordering::Relaxed);
+    p.live_comms.fetch_add(1, Ordering::AcqRel);
+    p.control.attach(mask, api);
+    // SAFETY: as above.
+    unsafe { *ctx_out = p.contexts.ptr(i) };
+    if first {
+        nccl_log::info(&format!(
+            "profiling with mask {} (API v{api}); view live with `ncclprof-tui` (rendezvous {})",
+            p.control.in_force(),
+            p.config.dir.display()
+        ));
+    }
+}
+
+/// Ask the drain thread to process everything captured so far; wait at most `timeout`.
+/// Returns the history the drain thread holds (for the dump file).
+pub fn flush(
+    p: &Plugin,
+    last: bool,
+    timeout: Duration,
+) -> Option<Vec<ncclprof_shared::record::EventRecord>> {
+    let tx = p
+        .to_drain
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()?;
+    let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+    tx.send(stream::DrainMsg::Flush(reply_tx, last)).ok()?;
+    reply_rx.recv_timeout(timeout).ok()
+}
+
+/// `finalize`: mark the communicator finalized; after the last one, flush (bounded wait)
+/// and write the dump file if asked. Background threads stay (the library stays mapped and
+/// a later communicator reuses them).
+pub fn finalize(ctx: *mut c_void) {
+    let Some(p) = crate::plugin() else { return };
+    let Some(i) = p.contexts.index_of(ctx) else {
+        return;
+    };
+    let Some(slot) = p.contexts.get(i) else {
+        return;
+    };
+    if slot.finalized.swap(true, Ordering::AcqRel) {
+        return; // double finalize
+    }
+    slot.version.fetch_add(1, Ordering::Release);
+    let left = p
+        .live_comms
+        .fetch_sub(1, Ordering::AcqRel)
+        .saturating_sub(1);
+    if left == 0 {
+        let history = flush(p, true, Duration::from_millis(200));
+        let prefix = p
+            .dump_prefix
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let (Some(prefix), Some(records)) = (prefix, history) {
+            let path = format!("{prefix}.{}.json", p.pid);
+            match crate::dump::write(p, &records, std::path::Path::new(&path)) {
+                Ok(()) => nccl_log::info(&format!("wrote {} events to {path}", records.len())),
+                Err(e) => nccl_log::warn(&format!("could not write dump file {path}: {e}")),
+            }
+        }
+    }
+}
+
+/// `exampleProfilerStart(mask, name)`.
+pub fn profiler_start(mask: u32, name: *const c_char) {
+    let Some(p) = crate::plugin() else { return };
+    if !name.is_null() {
+        // SAFETY: the application passes a NUL-terminated string (or NULL).
+        let s = String::from_utf8_lossy(unsafe { intern::read_c_str(name) }).into_owned();
+        *p.dump_prefix.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+    }
+    p.control.start(mask);
+}
+
+/// `exampleProfilerStop()`.
+pub fn profiler_stop() {
+    if let Some(p) = crate::plugin() {
+        p.control.stop();
+    }
+}

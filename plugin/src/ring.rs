@@ -1,0 +1,299 @@
+//! Per-thread capture rings: the only hand-off between NCCL's threads and ours.
+//!
+//! Every thread that calls the plugin claims one single-producer/single-consumer ring from a
+//! pool allocated at the first `init` (zeroed virtual memory: untouched pages cost nothing).
+//! The producer writes a slot and publishes it with a release store of `head`; the drain
+//! thread reads up to `head` and releases slots with `tail`. A full ring drops the record and
+//! counts it: the producer never waits. A thread's ring is released by a pthread key
+//! destructor when the thread exits; the drain thread empties it and returns it to the pool.
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use ncclprof_shared::kind::EventKind;
+
+/// What a raw record describes.
+pub const OP_START: u8 = 1;
+pub const OP_STOP: u8 = 2;
+pub const OP_STATE: u8 = 3;
+
+/// Raw-record flags.
+pub const RF_ARGS_NULL: u8 = 1 << 0;
+pub const RF_PARENT_NULL: u8 = 1 << 1;
+pub const RF_FOREIGN: u8 = 1 << 2;
+
+/// One captured callback: 64 bytes, written on NCCL's thread, read on the drain thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Raw {
+    /// Raw clock value (see `clock`).
+    pub ts: u64,
+    /// Start: the new event's id. Stop/state: the handle NCCL passed.
+    pub id: u64,
+    /// Start: `parentObj` as an integer (never dereferenced). State: args word 0.
+    pub parent: u64,
+    pub op: u8,
+    pub kind: u8,
+    /// State number (states fit in a byte; larger values are clamped to 255).
+    pub state: u8,
+    pub flags: u8,
+    /// Context slot index (`u32::MAX` unknown).
+    pub ctx: u32,
+    /// Kind-specific payload (see `descr`).
+    pub w: [u64; 4],
+}
+
+const _: () = assert!(std::mem::size_of::<Raw>() == 64);
+
+/// Ring states.
+const FREE: u32 = 0;
+const OWNED: u32 = 1;
+/// The owning thread exited; the drain thread frees the ring once it is empty.
+const RETIRED: u32 = 2;
+
+#[repr(align(64))]
+struct Padded<T>(T);
+
+/// One thread's ring.
+pub struct Ring {
+    head: Padded<AtomicU64>,
+    tail: Padded<AtomicU64>,
+    state: AtomicU32,
+    /// Next event-id sequence number of this ring (producer-only while owned).
+    seq: UnsafeCell<u64>,
+    /// Records dropped because the ring was full, by kind (producer writes, drain reads).
+    dropped: [AtomicU64; EventKind::COUNT],
+    index: u32,
+    mask: u64,
+    slots: *mut Raw,
+}
+
+// SAFETY: `slots` is accessed SPSC-style (producer writes below head, consumer reads between
+// tail and head) with acquire/release ordering; `seq` is touched only by the owning thread.
+unsafe impl Sync for Ring {}
+// SAFETY: as above; the allocation is owned by the pool for the process's lifetime.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// Index of this ring in the pool (part of every event id it issues).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Next sequence number for an event id (producer side).
+    #[inline(always)]
+    pub fn next_seq(&self) -> u64 {
+        // SAFETY: only the owning thread calls this while the ring is OWNED.
+        unsafe {
+            let s = &mut *self.seq.get();
+            *s += 1;
+            *s
+        }
+    }
+
+    /// Push a record; false (and counted) if the ring is full. Producer side only.
+    #[inline(always)]
+    pub fn push(&self, rec: &Raw) -> bool {
+        let head = self.head.0.load(Ordering::Relaxed);
+        let tail = self.tail.0.load(Ordering::Acquire);
+        if head.wrapping_sub(tail) > self.mask {
+            if let Some(c) = self.dropped.get(rec.kind as usize) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            return false;
+        }
+        // SAFETY: the slot at `head & mask` is not visible to the consumer until the release
+        // store below, and the consumer has released it (tail passed it).
+        unsafe { self.slots.add((head & self.mask) as usize).write(*rec) };
+        self.head.0.store(head.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Drain side: the records published so far, as (start, end) sequence numbers.
+    pub fn readable(&self) -> (u64, u64) {
+        (
+            self.tail.0.load(Ordering::Relaxed),
+            self.head.0.load(Ordering::Acquire),
+        )
+    }
+
+    /// Drain side: read the record with sequence number `i` (must be within `readable`).
+    pub fn get(&self, i: u64) -> Raw {
+        // SAFETY: i is between tail and head, so the producer has published and will not
+        // overwrite the slot until tail moves past it.
+        unsafe { self.slots.add((i & self.mask) as usize).read() }
+    }
+
+    /// Drain side: release records up to `upto`.
+    pub fn release(&self, upto: u64) {
+        self.tail.0.store(upto, Ordering::Release);
+    }
+
+    /// Drops by kind so far.
+    pub fn dropped(&self, kind: usize) -> u64 {
+        self.dropped[kind].load(Ordering::Relaxed)
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.state.load(Ordering::Acquire) != FREE
+    }
+}
+
+/// The pool of rings, allocated once.
+pub struct RingPool {
+    rings: Box<[Ring]>,
+    /// Records lost because no ring was free, by kind.
+    pub no_ring: [AtomicU64; EventKind::COUNT],
+    key: libc::pthread_key_t,
+}
+
+impl RingPool {
+    /// Allocate `count` rings of `capacity` records (rounded up to a power of two).
+    pub fn new(count: usize, capacity: usize) -> Option<RingPool> {
+        let cap = capacity.clamp(64, 1 << 24).next_power_of_two();
+        let count = count.clamp(1, 2047);
+        let mut rings = Vec::with_capacity(count);
+        for i in 0..count {
+            let layout = std::alloc::Layout::array::<Raw>(cap).ok()?;
+            // SAFETY: layout has non-zero size; zeroed memory is a valid `Raw`.
+            let slots = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Raw>();
+            if slots.is_null() {
+                return None;
+            }
+            rings.push(Ring {
+                head: Padded(AtomicU64::new(0)),
+                tail: Padded(AtomicU64::new(0)),
+                state: AtomicU32::new(FREE),
+                seq: UnsafeCell::new(0),
+                dropped: Default::default(),
+                index: i as u32,
+                mask: (cap - 1) as u64,
+                slots,
+            });
+        }
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: key is a valid out-pointer; the destructor is an extern "C" fn.
+        if unsafe { libc::pthread_key_create(&mut key, Some(release_on_thread_exit)) } != 0 {
+            return None;
+        }
+        Some(RingPool {
+            rings: rings.into_boxed_slice(),
+            no_ring: Default::default(),
+            key,
+        })
+    }
+
+    pub fn rings(&self) -> &[Ring] {
+        &self.rings
+    }
+
+    /// Drain side: after emptying a retired ring, return it to the pool.
+    pub fn recycle_if_retired(&self, ring: &Ring) {
+        let (t, h) = ring.readable();
+        if t == h && ring.state.load(Ordering::Acquire) == RETIRED {
+            ring.state.store(FREE, Ordering::Release);
+        }
+    }
+
+    /// Rings currently owned or waiting to be emptied.
+    pub fn in_use(&self) -> u32 {
+        self.rings.iter().filter(|r| r.is_active()).count() as u32
+    }
+
+    /// The calling thread's ring, claiming one on first use. `None` if none is free.
+    #[inline(always)]
+    pub fn mine(&'static self) -> Option<&'static Ring> {
+        let p = MY_RING.with(Cell::get);
+        if !p.is_null() {
+            // SAFETY: MY_RING only ever holds a pointer into this 'static pool.
+            return Some(unsafe { &*p });
+        }
+        self.claim()
+    }
+
+    #[cold]
+    fn claim(&'static self) -> Option<&'static Ring> {
+        for r in self.rings.iter() {
+            if r.state
+                .compare_exchange(FREE, OWNED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                MY_RING.with(|c| c.set(r));
+                // SAFETY: the key was created in `new`; the value is a pointer to a 'static ring
+                // that the destructor marks retired. The first keys live in the thread
+                // descriptor, so this does not allocate.
+                unsafe { libc::pthread_setspecific(self.key, (r as *const Ring).cast()) };
+                return Some(r);
+            }
+        }
+        None
+    }
+}
+
+thread_local! {
+    /// This thread's ring (null until claimed). Const-initialised, no destructor: the fast
+    /// path is one TLS load.
+    static MY_RING: Cell<*const Ring> = const { Cell::new(std::ptr::null()) };
+}
+
+extern "C" fn release_on_thread_exit(p: *mut libc::c_void) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: the value was set by `claim` to a ring of the 'static pool.
+    let ring = unsafe { &*(p as *const Ring) };
+    ring.state.store(RETIRED, Ordering::Release);
+}
+
+/// Forget this thread's ring without releasing it (used in a forked child, whose rings are
+/// copies the parent's drain thread will never see).
+pub fn forget_my_ring() {
+    let _ = MY_RING.try_with(|c| c.set(std::ptr::null()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> &'static RingPool {
+        Box::leak(Box::new(RingPool::new(4, 64).unwrap()))
+    }
+
+    #[test]
+    fn push_drain_and_drop_when_full() {
+        let p = pool();
+        let r = p.mine().unwrap();
+        let rec = Raw {
+            kind: 1,
+            ..Default::default()
+        };
+        for _ in 0..64 {
+            assert!(r.push(&rec));
+        }
+        assert!(!r.push(&rec));
+        assert_eq!(r.dropped(1), 1);
+        let (t, h) = r.readable();
+        assert_eq!(h - t, 64);
+        assert_eq!(r.get(t), rec);
+        r.release(h);
+        assert!(r.push(&rec));
+    }
+
+    #[test]
+    fn threads_get_distinct_rings_and_release_them() {
+        let p = pool();
+        let a = std::thread::spawn(move || p.mine().unwrap().index())
+            .join()
+            .unwrap();
+        // The first thread exited: its ring is retired, then recycled once empty.
+        let ring = &p.rings()[a as usize];
+        assert_eq!(ring.state.load(Ordering::Acquire), RETIRED);
+        p.recycle_if_retired(ring);
+        assert!(!ring.is_active());
+        let held = p.mine().unwrap();
+        let b = std::thread::spawn(move || p.mine().unwrap().index())
+            .join()
+            .unwrap();
+        assert_ne!(held.index(), b);
+    }
+}

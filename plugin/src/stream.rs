@@ -1,0 +1,516 @@
+//! The drain thread ("ncclprof-drain") and the sender thread ("ncclprof-send").
+//!
+//! Drain: every `NCCLPROF_DRAIN_US` it empties the capture rings (two phases: starts, then
+//! states/stops), converts timestamps, runs `completion`, keeps a bounded recent history and
+//! turns completed records into frames: Meta (new strings/communicators) before the Events
+//! that use them, Events at least every 10 ms, Counters and InFlight every 250 ms, MaskAck
+//! after every mask change.
+//!
+//! Send: takes frames from a bounded queue and performs the (possibly blocking) ipc-channel
+//! send. If the viewer is slow or stopped the queue fills and frames are dropped and counted;
+//! the drain thread — and NCCL's threads — never wait for the viewer.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use ipc_channel::ipc::IpcBytesSender;
+use ncclprof_shared::PROTOCOL_VERSION;
+use ncclprof_shared::clock::monotonic_ns;
+use ncclprof_shared::kind::EventKind;
+use ncclprof_shared::record::EventRecord;
+use ncclprof_shared::wire::{
+    self, Bye, CommInfo, Counters, DropReason, FrameKind, MaskAck, Meta, PluginHello,
+};
+
+use crate::Plugin;
+use crate::clock::Calibration;
+use crate::completion::{Completion, CtxInfo};
+use crate::ring::{OP_START, Raw};
+
+/// Messages to the drain thread.
+pub enum DrainMsg {
+    /// A viewer attached: stream to it.
+    Viewer(IpcBytesSender, u64),
+    /// Refuse a viewer with a reason (sent as Bye).
+    Refuse(IpcBytesSender, String),
+    /// The viewer of this generation left.
+    ViewerGone(u64),
+    /// The viewer changed the mask (requested value).
+    MaskChanged(u32),
+    /// Drain everything now and acknowledge (finalize).
+    Flush(Sender<Vec<EventRecord>>, bool),
+}
+
+/// A frame for the sender thread.
+pub struct Outgoing {
+    generation: u64,
+    bytes: Vec<u8>,
+    records: u64,
+}
+
+const FRAME_QUEUE: usize = 256;
+const EVENTS_EVERY_NS: u64 = 10_000_000;
+const SUMMARY_EVERY_NS: u64 = 250_000_000;
+
+/// The communicators of this process, for Meta frames and the entry file.
+pub fn comm_infos(p: &Plugin) -> Vec<CommInfo> {
+    p.contexts
+        .slots()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.used.load(Ordering::Acquire))
+        .map(|(i, s)| CommInfo {
+            index: i as u32,
+            comm_hash: s.comm_hash.load(Ordering::Relaxed),
+            name: p.string(s.name_id.load(Ordering::Relaxed)),
+            nranks: s.nranks.load(Ordering::Relaxed),
+            nnodes: s.nnodes.load(Ordering::Relaxed),
+            rank: s.rank.load(Ordering::Relaxed),
+            api_version: s.api.load(Ordering::Relaxed),
+            finalized: s.finalized.load(Ordering::Relaxed),
+        })
+        .collect()
+}
+
+struct Session {
+    generation: u64,
+}
+
+pub struct Drain {
+    p: &'static Plugin,
+    cal: Calibration,
+    completion: Completion,
+    history: VecDeque<EventRecord>,
+    pending: Vec<EventRecord>,
+    session: Option<Session>,
+    frames: Sender<Outgoing>,
+    /// Generation of the sender's current viewer.
+    sender_slot: Sender<(u64, Option<IpcBytesSender>)>,
+    next_string: u16,
+    ctx_versions: Vec<u32>,
+    frames_sent: u64,
+    bytes_sent: u64,
+    last_events: u64,
+    last_summary: u64,
+    last_calibration: u64,
+    mask_changes_seen: u32,
+    last_requested: u32,
+    scratch: Vec<Raw>,
+    buf: Vec<u8>,
+}
+
+impl Drain {
+    pub fn new(
+        p: &'static Plugin,
+        cal: Calibration,
+        frames: Sender<Outgoing>,
+        sender_slot: Sender<(u64, Option<IpcBytesSender>)>,
+    ) -> Drain {
+        let c = &p.config;
+        Drain {
+            p,
+            cal,
+            completion: Completion::new(c.max_open, c.completion_timeout_ms, c.gpu_timer_hz),
+            history: VecDeque::new(),
+            pending: Vec::new(),
+            session: None,
+            frames,
+            sender_slot,
+            next_string: 1,
+            ctx_versions: Vec::new(),
+            frames_sent: 0,
+            bytes_sent: 0,
+            last_events: 0,
+            last_summary: 0,
+            last_calibration: monotonic_ns(),
+            mask_changes_seen: 0,
+            last_requested: p.control.wanted(),
+            scratch: Vec::with_capacity(1 << 16),
+            buf: Vec::with_capacity(wire::MAX_FRAME),
+        }
+    }
+
+    /// One pass over the rings.
+    fn pass(&mut self) {
+        let p = self.p;
+        let kernel_on = p.control.in_force() & EventKind::KernelCh.bit() != 0;
+        // Snapshot every ring's readable range first, then process starts, then the rest.
+        let mut ranges = Vec::new();
+        self.scratch.clear();
+        for ring in p.rings.rings() {
+            if !ring.is_active() {
+                continue;
+            }
+            let (t, h) = ring.readable();
+            if t == h {
+                p.rings.recycle_if_retired(ring);
+                continue;
+            }
+            let from = self.scratch.len();
+            for i in t..h {
+                self.scratch.push(ring.get(i));
+            }
+            ranges.push((ring, from, h));
+        }
+        for r in &self.scratch {
+            if r.op == OP_START {
+                let ns = self.cal.to_ns(r.ts);
+                let rank = p
+                    .contexts
+                    .get(r.ctx)
+                    .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+                self.completion.start(r, ns, CtxInfo { rank }, kernel_on);
+            }
+        }
+        for r in &self.scratch {
+            if r.op != OP_START {
+                let ns = self.cal.to_ns(r.ts);
+                self.completion.state_or_stop(r, ns);
+            }
+        }
+        for (ring, _, h) in ranges {
+            ring.release(h);
+            p.rings.recycle_if_retired(ring);
+        }
+        self.completion.end_pass(monotonic_ns());
+        self.completion.take(&mut self.pending);
+    }
+
+    fn counters(&self) -> Counters {
+        let p = self.p;
+        let mut dropped = self.completion.dropped.to_vec();
+        let mut ring_full = 0;
+        let mut no_ring = 0;
+        for k in 0..EventKind::COUNT {
+            no_ring += p.rings.no_ring[k].load(Ordering::Relaxed);
+            for ring in p.rings.rings() {
+                ring_full += ring.dropped(k);
+            }
+        }
+        dropped[DropReason::RingFull as usize] += ring_full;
+        dropped[DropReason::NoRing as usize] += no_ring;
+        dropped[DropReason::StringsFull as usize] += p.strings.full.load(Ordering::Relaxed);
+        dropped[DropReason::ViewerSlow as usize] += p.viewer_slow.load(Ordering::Relaxed);
+        Counters {
+            at_ns: monotonic_ns(),
+            captured: self.completion.captured.to_vec(),
+            completed: self.completion.completed.to_vec(),
+            dropped,
+            frames_sent: self.frames_sent,
+            bytes_sent: self.bytes_sent,
+            open_events: self.completion.open_events() as u64,
+            rings_in_use: p.rings.in_use(),
+            disabled: !crate::guard::enabled(),
+        }
+    }
+
+    fn hello(&self) -> PluginHello {
+        let p = self.p;
+        PluginHello {
+            protocol: PROTOCOL_VERSION,
+            pid: p.pid,
+            host: p.host.clone(),
+            uid: ncclprof_shared::link::my_uid(),
+            cmdline: p.cmdline.clone(),
+            api_version: p.api_version.load(Ordering::Relaxed),
+            plugin_version: env!("CARGO_PKG_VERSION").to_string(),
+            mask: p.control.in_force(),
+            active: p.control.active(),
+            clock: self.cal.source().to_string(),
+        }
+    }
+
+    /// Queue a frame for the current viewer; drops (counted) when the queue is full.
+    fn queue(&mut self, bytes: Vec<u8>, records: u64, wait: Option<Duration>) -> bool {
+        let Some(s) = &self.session else { return false };
+        let out = Outgoing {
+            generation: s.generation,
+            bytes,
+            records,
+        };
+        let ok = match wait {
+            None => match self.frames.try_send(out) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_)) => false,
+                Err(TrySendError::Disconnected(_)) => false,
+            },
+            Some(d) => self.frames.send_timeout(out, d).is_ok(),
+        };
+        if !ok {
+            self.p
+                .viewer_slow
+                .fetch_add(records.max(1), Ordering::Relaxed);
+        }
+        ok
+    }
+
+    fn queue_msg<T: serde::Serialize>(&mut self, kind: FrameKind, msg: &T) {
+        let mut buf = Vec::new();
+        if wire::encode_msg(kind, msg, &mut buf).is_ok() {
+            self.queue(buf, 0, Some(Duration::from_millis(20)));
+        }
+    }
+
+    /// New strings and changed communicators since the last Meta.
+    fn meta_delta(&mut self, full: bool) -> Option<Meta> {
+        let p = self.p;
+        let from = if full { 1 } else { self.next_string };
+        let (strings, next) = p.strings.published_from(from);
+        self.next_string = next.max(self.next_string);
+        let slots = p.contexts.slots();
+        if self.ctx_versions.len() < slots.len() {
+            self.ctx_versions.resize(slots.len(), u32::MAX);
+        }
+        let mut changed = false;
+        for (i, s) in slots.iter().enumerate() {
+            if !s.used.load(Ordering::Acquire) {
+                continue;
+            }
+            let v = s.version.load(Ordering::Acquire);
+            if self.ctx_versions[i] != v {
+                self.ctx_versions[i] = v;
+                changed = true;
+            }
+        }
+        if strings.is_empty() && !changed && !full {
+            return None;
+        }
+        let comms = if changed || full {
+            comm_infos(p)
+        } else {
+            Vec::new()
+        };
+        Some(Meta { comms, strings })
+    }
+
+    fn send_meta(&mut self, full: bool) {
+        if let Some(mut m) = self.meta_delta(full) {
+            // Keep every Meta frame under the limit: split strings if needed.
+            while !m.strings.is_empty() || !m.comms.is_empty() {
+                let mut chunk = Meta {
+                    comms: std::mem::take(&mut m.comms),
+                    strings: Vec::new(),
+                };
+                let mut size = 64 + chunk.comms.len() * 300;
+                while let Some(s) = m.strings.first() {
+                    size += s.1.len() + 8;
+                    if size > wire::MAX_FRAME / 2 {
+                        break;
+                    }
+                    chunk.strings.push(m.strings.remove(0));
+                }
+                self.queue_msg(FrameKind::Meta, &chunk);
+            }
+        }
+    }
+
+    fn send_records(&mut self, recs: &[EventRecord], wait: Option<Duration>) {
+        for chunk in recs.chunks(wire::MAX_RECORDS_PER_FRAME) {
+            let mut buf = std::mem::take(&mut self.buf);
+            wire::encode_events(chunk, &mut buf);
+            let bytes = buf.clone();
+            self.buf = buf;
+            self.queue(bytes, chunk.len() as u64, wait);
+        }
+    }
+
+    fn trim_history(&mut self, now: u64) {
+        let c = &self.p.config;
+        let horizon = now.saturating_sub(c.history_ms * 1_000_000);
+        while self.history.len() > c.history_events
+            || self
+                .history
+                .front()
+                .is_some_and(|r| r.end_ns.max(r.start_ns) < horizon)
+        {
+            self.history.pop_front();
+        }
+    }
+
+    fn attach(&mut self, data: IpcBytesSender, generation: u64) {
+        let _ = self.sender_slot.send((generation, Some(data)));
+        self.session = Some(Session { generation });
+        let hello = self.hello();
+        self.queue_msg(FrameKind::Hello, &hello);
+        self.send_meta(true);
+        let history: Vec<EventRecord> = self.history.iter().copied().collect();
+        self.send_records(&history, Some(Duration::from_millis(50)));
+        let c = self.counters();
+        self.queue_msg(FrameKind::Counters, &c);
+        self.send_mask_ack();
+    }
+
+    fn send_mask_ack(&mut self) {
+        let ack = MaskAck {
+            mask: self.p.control.in_force(),
+            active: self.p.control.active(),
+            requested: self.last_requested,
+        };
+        self.queue_msg(FrameKind::MaskAck, &ack);
+    }
+
+    fn handle(&mut self, msg: DrainMsg) {
+        match msg {
+            DrainMsg::Viewer(data, generation) => self.attach(data, generation),
+            DrainMsg::Refuse(data, reason) => {
+                let mut buf = Vec::new();
+                if wire::encode_msg(FrameKind::Bye, &Bye { reason }, &mut buf).is_ok() {
+                    let _ = data.send(&buf);
+                }
+            }
+            DrainMsg::ViewerGone(g) => {
+                if self.session.as_ref().is_some_and(|s| s.generation == g) {
+                    self.session = None;
+                    let _ = self.sender_slot.send((g, None));
+                }
+            }
+            DrainMsg::MaskChanged(req) => {
+                self.last_requested = req;
+            }
+            DrainMsg::Flush(reply, last) => {
+                self.pass();
+                if last {
+                    self.completion.flush_open(monotonic_ns());
+                    self.completion.take(&mut self.pending);
+                }
+                self.publish(true);
+                let mut all: Vec<EventRecord> = self.history.iter().copied().collect();
+                all.sort_by_key(|r| r.start_ns);
+                let _ = reply.send(all);
+            }
+        }
+    }
+
+    /// Move completed records to history and, with a viewer, into frames.
+    fn publish(&mut self, force: bool) {
+        let now = monotonic_ns();
+        let p = self.p;
+        let changes = p.control.changes.load(Ordering::Acquire);
+        if changes != self.mask_changes_seen {
+            self.mask_changes_seen = changes;
+            if self.session.is_some() {
+                self.send_mask_ack();
+            }
+        }
+        let due = force
+            || now.saturating_sub(self.last_events) >= EVENTS_EVERY_NS
+            || self.pending.len() >= wire::MAX_RECORDS_PER_FRAME;
+        if due && !self.pending.is_empty() {
+            self.last_events = now;
+            let recs = std::mem::take(&mut self.pending);
+            if self.session.is_some() {
+                self.send_meta(false);
+                self.send_records(&recs, None);
+            }
+            self.history.extend(recs.iter().copied());
+            self.pending = recs;
+            self.pending.clear();
+        } else if due && self.session.is_some() {
+            self.send_meta(false);
+        }
+        if now.saturating_sub(self.last_summary) >= SUMMARY_EVERY_NS {
+            self.last_summary = now;
+            self.trim_history(now);
+            if self.session.is_some() {
+                let inflight = self.completion.in_flight(now, 512);
+                self.queue_msg(FrameKind::InFlight, &inflight);
+                let c = self.counters();
+                self.queue_msg(FrameKind::Counters, &c);
+            }
+        }
+        if now.saturating_sub(self.last_calibration) >= 1_000_000_000 {
+            self.last_calibration = now;
+            self.cal.refresh();
+        }
+    }
+
+    /// The drain loop. Exits on shutdown.
+    pub fn run(mut self, rx: Receiver<DrainMsg>) {
+        let period = Duration::from_micros(self.p.config.drain_us);
+        loop {
+            match rx.recv_timeout(period) {
+                Ok(msg) => self.handle(msg),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+            }
+            while let Ok(msg) = rx.try_recv() {
+                self.handle(msg);
+            }
+            if self.p.shutting_down() {
+                return;
+            }
+            self.pass();
+            self.publish(false);
+            self.frames_sent = self.p.frames_sent.load(Ordering::Relaxed);
+            self.bytes_sent = self.p.bytes_sent.load(Ordering::Relaxed);
+        }
+    }
+}
+
+/// The sender loop: blocking ipc sends of queued frames to the current viewer.
+pub fn run_sender(
+    p: &'static Plugin,
+    frames: Receiver<Outgoing>,
+    slot: Receiver<(u64, Option<IpcBytesSender>)>,
+) {
+    let mut current: Option<(u64, IpcBytesSender)> = None;
+    loop {
+        while let Ok((g, s)) = slot.try_recv() {
+            current = s.map(|s| (g, s));
+        }
+        let out = match frames.recv_timeout(Duration::from_millis(50)) {
+            Ok(o) => o,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                if p.shutting_down() {
+                    return;
+                }
+                continue;
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+        };
+        while let Ok((g, s)) = slot.try_recv() {
+            current = s.map(|s| (g, s));
+        }
+        match &current {
+            Some((g, tx)) if *g == out.generation => {
+                if tx.send(&out.bytes).is_ok() {
+                    p.frames_sent.fetch_add(1, Ordering::Relaxed);
+                    p.bytes_sent
+                        .fetch_add(out.bytes.len() as u64, Ordering::Relaxed);
+                } else {
+                    // Viewer gone mid-stream: stop sending to it; the link thread notices too.
+                    p.viewer_slow.fetch_add(out.records, Ordering::Relaxed);
+                    current = None;
+                }
+            }
+            _ => {} // frame for a viewer that already left
+        }
+    }
+}
+
+/// Create the channels and spawn the drain and sender threads.
+pub fn spawn(p: &'static Plugin, cal: Calibration) -> std::io::Result<Sender<DrainMsg>> {
+    let (to_drain, drain_rx) = crossbeam_channel::unbounded::<DrainMsg>();
+    let (frames_tx, frames_rx) = crossbeam_channel::bounded::<Outgoing>(FRAME_QUEUE);
+    let (slot_tx, slot_rx) = crossbeam_channel::unbounded();
+    let drain = Drain::new(p, cal, frames_tx, slot_tx);
+    std::thread::Builder::new()
+        .name("ncclprof-drain".into())
+        .spawn(move || {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drain.run(drain_rx)))
+                .is_err()
+            {
+                crate::guard::disable("internal error in the drain thread");
+            }
+        })?;
+    std::thread::Builder::new()
+        .name("ncclprof-send".into())
+        .spawn(move || {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_sender(p, frames_rx, slot_rx)
+            }));
+        })?;
+    Ok(to_drain)
+}
