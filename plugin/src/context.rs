@@ -28,6 +28,12 @@ pub struct Contexts {
     slots: Box<[Slot]>,
 }
 
+impl Default for Contexts {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Contexts {
     pub fn new() -> Contexts {
         Contexts {
@@ -69,7 +75,7 @@ impl Contexts {
         let p = ctx as usize;
         let size = std::mem::size_of::<Slot>();
         let off = p.wrapping_sub(base);
-        if off >= size * MAX_CONTEXTS || off % size != 0 {
+        if off >= size * MAX_CONTEXTS || !off.is_multiple_of(size) {
             return None;
         }
         Some((off / size) as u32)

@@ -95,7 +95,7 @@ fn net_plugin(np: &NetPlugin, raw: &mut Raw) {
 pub fn read_v6(p: &Plugin, d: &v6::Descr) -> Option<(EventKind, Raw)> {
     let kind = EventKind::from_type_bit(d.type_)?;
     let mut raw = base(d.parent_obj);
-    // SAFETY (all arms below): NCCL fills the arm selected by `type`.
+    // SAFETY: (all arms below) NCCL fills the arm selected by `type`.
     unsafe {
         match kind {
             EventKind::Group => {}

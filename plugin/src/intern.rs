@@ -38,6 +38,12 @@ fn hash(p: usize) -> usize {
     (p.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) & (SLOTS - 1)
 }
 
+impl Default for Interner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Interner {
     pub fn new() -> Interner {
         Interner {

@@ -121,7 +121,12 @@ fn create() -> Option<&'static Plugin> {
 }
 
 /// `init` of every version. Never fails NCCL: on any problem `*ctx` stays NULL.
-pub fn init(ctx_out: *mut *mut c_void, mask: *mut c_int, api: u32, id: Option<CommIdentity>) {
+pub(crate) fn init(
+    ctx_out: *mut *mut c_void,
+    mask: *mut c_int,
+    api: u32,
+    id: Option<CommIdentity>,
+) {
     if ctx_out.is_null() {
         return;
     }
@@ -225,7 +230,7 @@ pub fn finalize(ctx: *mut c_void) {
 }
 
 /// `exampleProfilerStart(mask, name)`.
-pub fn profiler_start(mask: u32, name: *const c_char) {
+pub(crate) fn profiler_start(mask: u32, name: *const c_char) {
     let Some(p) = crate::plugin() else { return };
     if !name.is_null() {
         // SAFETY: the application passes a NUL-terminated string (or NULL).

@@ -179,7 +179,7 @@ impl EventRecord {
     /// Decode records from bytes whose length must be a multiple of [`RECORD_SIZE`].
     /// Copies (the input need not be aligned).
     pub fn from_bytes(bytes: &[u8]) -> Option<Vec<EventRecord>> {
-        if bytes.len() % RECORD_SIZE != 0 {
+        if !bytes.len().is_multiple_of(RECORD_SIZE) {
             return None;
         }
         Some(bytemuck::pod_collect_to_vec(bytes))

@@ -83,7 +83,7 @@ const _: () = {
     assert!(size_of::<Arms>() == 96);
     // coll arm, spec offsets minus the union's 24.
     assert!(size_of::<Coll>() == 96);
-    assert!(offset_of!(Coll, name) == 24 - 24);
+    assert!(offset_of!(Coll, name) == 0);
     assert!(offset_of!(Coll, comm_hash) == 32 - 24);
     assert!(offset_of!(Coll, seq_number) == 40 - 24);
     assert!(offset_of!(Coll, func) == 48 - 24);
@@ -101,7 +101,7 @@ const _: () = {
     assert!(offset_of!(Coll, is_collnet) == 108 - 24);
     assert!(offset_of!(Coll, is_nvls) == 112 - 24);
     assert!(size_of::<P2p>() == 56);
-    assert!(offset_of!(P2p, name) == 24 - 24);
+    assert!(offset_of!(P2p, name) == 0);
     assert!(offset_of!(P2p, comm_hash) == 32 - 24);
     assert!(offset_of!(P2p, func) == 40 - 24);
     assert!(offset_of!(P2p, buff) == 48 - 24);

@@ -65,7 +65,7 @@ const _: () = {
     assert!(offset_of!(Descr, u) == 24);
     assert!(size_of::<Arms>() == 104);
     assert!(size_of::<Coll>() == 104);
-    assert!(offset_of!(Coll, name) == 24 - 24);
+    assert!(offset_of!(Coll, name) == 0);
     assert!(offset_of!(Coll, comm_hash) == 32 - 24);
     assert!(offset_of!(Coll, seq_number) == 40 - 24);
     assert!(offset_of!(Coll, func) == 48 - 24);
@@ -80,7 +80,7 @@ const _: () = {
     assert!(offset_of!(Coll, algo) == 112 - 24);
     assert!(offset_of!(Coll, proto) == 120 - 24);
     assert!(size_of::<P2p>() == 56);
-    assert!(offset_of!(P2p, name) == 24 - 24);
+    assert!(offset_of!(P2p, name) == 0);
     assert!(offset_of!(P2p, comm_hash) == 32 - 24);
     assert!(offset_of!(P2p, func) == 40 - 24);
     assert!(offset_of!(P2p, buff) == 48 - 24);

@@ -59,7 +59,7 @@ const _: () = {
     assert!(offset_of!(Descr, u) == 24);
     assert!(size_of::<Arms>() == 96);
     assert!(size_of::<Coll>() == 96);
-    assert!(offset_of!(Coll, name) == 24 - 24);
+    assert!(offset_of!(Coll, name) == 0);
     assert!(offset_of!(Coll, comm_hash) == 32 - 24);
     assert!(offset_of!(Coll, seq_number) == 40 - 24);
     assert!(offset_of!(Coll, func) == 48 - 24);

@@ -82,7 +82,7 @@ const _: () = {
     assert!(offset_of!(Descr, u) == 24);
     assert!(size_of::<Arms>() == 80);
     assert!(size_of::<Coll>() == 80);
-    assert!(offset_of!(Coll, seq_number) == 24 - 24);
+    assert!(offset_of!(Coll, seq_number) == 0);
     assert!(offset_of!(Coll, func) == 32 - 24);
     assert!(offset_of!(Coll, send_buff) == 40 - 24);
     assert!(offset_of!(Coll, recv_buff) == 48 - 24);
@@ -94,7 +94,7 @@ const _: () = {
     assert!(offset_of!(Coll, algo) == 88 - 24);
     assert!(offset_of!(Coll, proto) == 96 - 24);
     assert!(size_of::<P2p>() == 40);
-    assert!(offset_of!(P2p, func) == 24 - 24);
+    assert!(offset_of!(P2p, func) == 0);
     assert!(offset_of!(P2p, buff) == 32 - 24);
     assert!(offset_of!(P2p, datatype) == 40 - 24);
     assert!(offset_of!(P2p, count) == 48 - 24);

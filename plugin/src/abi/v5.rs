@@ -115,7 +115,7 @@ const _: () = {
     assert!(offset_of!(P2pApi, graph_captured) == 56 - 24);
     assert!(size_of::<KernelLaunch>() == 8);
     assert!(size_of::<Coll>() == 88);
-    assert!(offset_of!(Coll, seq_number) == 24 - 24);
+    assert!(offset_of!(Coll, seq_number) == 0);
     assert!(offset_of!(Coll, func) == 32 - 24);
     assert!(offset_of!(Coll, send_buff) == 40 - 24);
     assert!(offset_of!(Coll, recv_buff) == 48 - 24);
@@ -128,7 +128,7 @@ const _: () = {
     assert!(offset_of!(Coll, proto) == 96 - 24);
     assert!(offset_of!(Coll, parent_group) == 104 - 24);
     assert!(size_of::<P2p>() == 48);
-    assert!(offset_of!(P2p, func) == 24 - 24);
+    assert!(offset_of!(P2p, func) == 0);
     assert!(offset_of!(P2p, buff) == 32 - 24);
     assert!(offset_of!(P2p, datatype) == 40 - 24);
     assert!(offset_of!(P2p, count) == 48 - 24);
