@@ -1,0 +1,192 @@
+//! Hot-path cost: ns added per plugin call against the do-nothing plugin, same call sequence,
+//! runs alternated, reported as a difference and a ratio measured in the same run.
+//!
+//! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-plugin --bench hot_path`
+//!
+//! The sequence is what a proxy thread does per network step (start, 3 states, stop) plus a
+//! Coll start/stop every 8 steps. Calls come in paced bursts (the drain thread empties the
+//! rings between bursts, as in a real job where NCCL does real work between callbacks); only
+//! the time inside bursts counts.
+
+use std::ffi::{c_int, c_void};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
+use ncclprof_shared::kind::{EventKind, state};
+
+type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
+
+fn lib_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let mut dir = exe.parent().unwrap().to_path_buf();
+    for _ in 0..3 {
+        let p = dir.join(name);
+        if p.exists() {
+            return p;
+        }
+        dir = dir.parent().unwrap().to_path_buf();
+        let p = dir.join("release").join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!(
+        "{name} not found: run `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin` first"
+    );
+}
+
+struct Lib {
+    _lib: libloading::Library,
+    t: &'static T,
+    ctx: *mut c_void,
+}
+
+fn open(name: &str, mask: &mut c_int) -> Lib {
+    // SAFETY: loading our own plugins.
+    let lib: libloading::Library = unsafe {
+        libloading::os::unix::Library::open(
+            Some(lib_path(name)),
+            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
+        )
+    }
+    .unwrap()
+    .into();
+    // SAFETY: data symbol with the v6 table layout; the library stays loaded in `Lib`.
+    let t: &'static T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
+    let mut ctx = std::ptr::null_mut();
+    // SAFETY: valid out-pointers.
+    unsafe { (t.init)(&mut ctx, 0xbe4c, mask, c"bench".as_ptr(), 1, 2, 0, None) };
+    Lib { _lib: lib, t, ctx }
+}
+
+fn descr(kind: EventKind, parent: *mut c_void) -> v6::Descr {
+    // SAFETY: all-zero is a valid descriptor.
+    let mut d: v6::Descr = unsafe { std::mem::zeroed() };
+    d.type_ = u64::from(kind.bit());
+    d.parent_obj = parent;
+    d
+}
+
+const CALLS_PER_SEQ: u64 = 5;
+
+/// One burst of `n` step sequences; returns (elapsed, calls).
+fn burst(l: &Lib, n: u64, d_step: &mut v6::Descr, d_coll: &mut v6::Descr) -> (Duration, u64) {
+    let t = l.t;
+    let mut args = v4::StateArgs {
+        trans_size: 1 << 20,
+    };
+    let mut calls = 0;
+    let t0 = Instant::now();
+    for i in 0..n {
+        let mut h = std::ptr::null_mut();
+        // SAFETY: valid context, handle slot, descriptors and args for the whole loop.
+        unsafe {
+            if i % 8 == 0 {
+                let mut c = std::ptr::null_mut();
+                (t.start_event)(l.ctx, &mut c, d_coll);
+                (t.stop_event)(c);
+                calls += 2;
+            }
+            (t.start_event)(l.ctx, &mut h, d_step);
+            (t.record_event_state)(h, state::PROXY_STEP_SEND_GPU_WAIT as c_int, &mut args);
+            (t.record_event_state)(h, state::PROXY_STEP_SEND_PEER_WAIT as c_int, &mut args);
+            (t.record_event_state)(h, state::PROXY_STEP_SEND_WAIT as c_int, &mut args);
+            (t.stop_event)(h);
+        }
+        calls += CALLS_PER_SEQ;
+    }
+    (t0.elapsed(), calls)
+}
+
+/// ns per call over `bursts` paced bursts.
+fn measure(l: &Lib, bursts: u32) -> f64 {
+    let mut d_step = descr(EventKind::ProxyStep, 0x10 as *mut c_void);
+    let mut d_coll = descr(EventKind::Coll, std::ptr::null_mut());
+    d_coll.u.coll.func = c"AllReduce".as_ptr();
+    d_coll.u.coll.datatype = c"ncclFloat32".as_ptr();
+    let (mut total, mut calls) = (Duration::ZERO, 0);
+    for _ in 0..bursts {
+        let (e, c) = burst(l, 400, &mut d_step, &mut d_coll);
+        total += e;
+        calls += c;
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    total.as_nanos() as f64 / calls as f64
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn attach_viewer(dir: &std::path::Path) -> std::thread::JoinHandle<u64> {
+    let path = ncclprof_shared::link::ProcessEntry::path(dir, std::process::id());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let entry = loop {
+        if let Ok(e) = ncclprof_shared::link::ProcessEntry::read(&path)
+            && !e.server.is_empty()
+        {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "plugin published no server");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let conn = ncclprof_shared::link::connect(&entry).unwrap();
+    std::thread::spawn(move || {
+        let mut records = 0u64;
+        while let Ok(b) = conn.data.recv() {
+            if let Ok(ncclprof_shared::wire::Frame::Events(r)) = ncclprof_shared::wire::decode(&b) {
+                records += r.len() as u64;
+            }
+        }
+        records
+    })
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("hot_path: bench");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: set before the plugin reads its configuration (first init below).
+    unsafe {
+        std::env::set_var("NCCLPROF_DIR", dir.path().join("rdv"));
+        std::env::set_var("NCCLPROF_RING_EVENTS", "1048576");
+        std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
+    }
+    let mut m1: c_int = 0;
+    let mut m2: c_int = 0;
+    let noop = open("libnccl_profiler_noop.so", &mut m1);
+    let prof = open("libnccl_profiler_ncclprof.so", &mut m2);
+    let rounds = 7;
+    let bursts = 200;
+    // Warm up both.
+    measure(&noop, 20);
+    measure(&prof, 20);
+    let run = |label: &str| {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            a.push(measure(&noop, bursts));
+            b.push(measure(&prof, bursts));
+        }
+        let (base, ours) = (median(&mut a), median(&mut b));
+        println!(
+            "| {label:<34} | {base:>8.2} | {ours:>8.2} | {:>8.2} | {:>6.2}x |",
+            ours - base,
+            ours / base
+        );
+    };
+    println!(
+        "hot path, ns per plugin call (median of {rounds} alternated rounds, {} calls each)",
+        bursts as u64 * 400 * 21 / 4
+    );
+    println!("| scenario                           | noop ns  | ncclprof | added ns | ratio   |");
+    println!("|------------------------------------|----------|----------|----------|---------|");
+    run("(a) no viewer attached");
+    let viewer = attach_viewer(&dir.path().join("rdv"));
+    std::thread::sleep(Duration::from_millis(200));
+    run("(b) viewer attached and streaming");
+    drop(viewer);
+}
