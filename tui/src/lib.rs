@@ -5,4 +5,12 @@
 
 #![deny(unsafe_code)]
 
+pub mod action;
+pub mod app;
+pub mod cli;
+pub mod commands;
+pub mod event_loop;
+pub mod keymap;
 pub mod model;
+pub mod term;
+pub mod ui;

@@ -20,7 +20,11 @@ mod tests {
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
             let text = std::fs::read_to_string(&p).unwrap();
-            assert!(!text.contains(&forbidden), "{} mentions the UI crate", p.display());
+            assert!(
+                !text.contains(&forbidden),
+                "{} mentions the UI crate",
+                p.display()
+            );
         }
     }
 }

@@ -313,10 +313,7 @@ mod tests {
             (StepPhase::SendPeerWait, 300),
             (StepPhase::SendNetWait, 100),
         ];
-        assert_eq!(
-            bottleneck(&ph),
-            Some((StepPhase::SendPeerWait, "peer"))
-        );
+        assert_eq!(bottleneck(&ph), Some((StepPhase::SendPeerWait, "peer")));
         assert_eq!(bottleneck(&[(StepPhase::RecvNetWait, 0)]), None);
         let s = spread(&[10, 20, 30, 40]).unwrap();
         assert_eq!((s.min, s.max), (10, 40));
@@ -340,7 +337,10 @@ mod tests {
         let rows = stats(&[s(100_000), s(300_000), s(200_000)], 8);
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
-        assert_eq!((r.count, r.p50, r.p99, r.max), (3, 200_000, 300_000, 300_000));
+        assert_eq!(
+            (r.count, r.p50, r.p99, r.max),
+            (3, 200_000, 300_000, 300_000)
+        );
         assert!((r.algbw - 1048576.0 / 200_000.0).abs() < 1e-9);
         assert!((r.busbw - r.algbw * 1.75).abs() < 1e-9);
         assert_eq!(r.algos, vec!["RING"]);

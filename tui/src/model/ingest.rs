@@ -165,7 +165,7 @@ pub fn apply_frame(store: &mut Store, src: u32, pid: u32, frame: Frame) {
                 open_events: c.open_events,
                 disabled: c.disabled,
             });
-            store.t_max = store.t_max.max(c.at_ns);
+            store.t_now = store.t_now.max(c.at_ns);
         }
         Frame::InFlight(f) => {
             let proc = &mut store.procs[p];
@@ -187,7 +187,7 @@ pub fn apply_frame(store: &mut Store, src: u32, pid: u32, frame: Frame) {
                     n_channels: o.n_channels,
                 })
                 .collect();
-            store.t_max = store.t_max.max(f.at_ns);
+            store.t_now = store.t_now.max(f.at_ns);
         }
         Frame::MaskAck(a) => {
             let proc = &mut store.procs[p];
@@ -318,7 +318,11 @@ mod tests {
         apply_bytes(&mut st, 1, 42, &ok);
         assert_eq!(st.procs.len(), 1);
         assert_eq!(st.procs[0].errors.len(), 3);
-        assert!(st.errors.last().unwrap().contains("version mismatch"), "{:?}", st.errors);
+        assert!(
+            st.errors.last().unwrap().contains("version mismatch"),
+            "{:?}",
+            st.errors
+        );
         assert!(st.errors[0].contains("pid 42: bad frame"));
     }
 }

@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use ncclprof_shared::kind::EventKind;
-use ncclprof_shared::record::{
-    EventRecord, F_END_KNOWN, F_END_UNKNOWN, F_SEND, pack_strings,
-};
+use ncclprof_shared::record::{EventRecord, F_END_KNOWN, F_END_UNKNOWN, F_SEND, pack_strings};
 use ncclprof_shared::wire::{CommInfo, Counters, Frame, Meta, PluginHello};
 use serde_json::Value;
 
@@ -41,7 +39,11 @@ pub fn load(store: &mut Store, paths: &[PathBuf]) -> anyhow::Result<Vec<String>>
                 .with_context(|| format!("{} is not valid JSON", path.display()))?;
             let msgs = read_snapshot(&v, &mut next_src)
                 .with_context(|| format!("{} is not an ncclprof snapshot", path.display()))?;
-            notes.push(format!("{}: ncclprof snapshot, {} frames", path.display(), msgs.len()));
+            notes.push(format!(
+                "{}: ncclprof snapshot, {} frames",
+                path.display(),
+                msgs.len()
+            ));
             for m in msgs {
                 ingest::apply(store, m);
             }
@@ -95,7 +97,10 @@ pub fn read_snapshot(v: &Value, next_src: &mut u32) -> anyhow::Result<Vec<Source
     }
     let ver = u(od, "version");
     if ver != u64::from(snapshot::VERSION) {
-        bail!("snapshot version {ver}; this viewer reads version {}", snapshot::VERSION);
+        bail!(
+            "snapshot version {ver}; this viewer reads version {}",
+            snapshot::VERSION
+        );
     }
     let procs = od
         .get("processes")
@@ -323,14 +328,14 @@ pub fn parse_dump(path: &Path, text: &str) -> Dump {
         if t.is_empty() || t == "[" || t == "]" || t == "{}" || t == "{}]" {
             continue;
         }
-        let v: Value = match serde_json::from_str(t).or_else(|_| serde_json::from_str(&repair_line(t)))
-        {
-            Ok(v) => v,
-            Err(_) => {
-                d.bad_lines += 1;
-                continue;
-            }
-        };
+        let v: Value =
+            match serde_json::from_str(t).or_else(|_| serde_json::from_str(&repair_line(t))) {
+                Ok(v) => v,
+                Err(_) => {
+                    d.bad_lines += 1;
+                    continue;
+                }
+            };
         let cat = s(&v, "cat").to_string();
         let name = s(&v, "name").to_string();
         let id = u(&v, "id");
@@ -442,7 +447,11 @@ impl Builder {
         self.strings.len() as u16
     }
     fn comm(&mut self, hash: u64, rank: i32) -> u32 {
-        if let Some(c) = self.comms.iter().find(|c| c.comm_hash == hash && c.rank == rank) {
+        if let Some(c) = self
+            .comms
+            .iter()
+            .find(|c| c.comm_hash == hash && c.rank == rank)
+        {
             return c.index;
         }
         let index = self.comms.len() as u32;
@@ -562,7 +571,11 @@ fn convert_dump(d: &Dump, b: &mut Builder, ns: &dyn Fn(f64) -> u64) {
             .find(|&p| cats.contains(&d.spans[p].cat.as_str()))
     };
     for (i, sp) in d.spans.iter().enumerate() {
-        let start = if sp.begin_us > 0.0 { ns(sp.begin_us) } else { 0 };
+        let start = if sp.begin_us > 0.0 {
+            ns(sp.begin_us)
+        } else {
+            0
+        };
         let end_known = sp.end_us.map(ns);
         let end = end_known.unwrap_or(start);
         let flags = if end_known.is_some() {
@@ -692,7 +705,14 @@ fn convert_dump(d: &Dump, b: &mut Builder, ns: &dyn Fn(f64) -> u64) {
                 r.kind = EventKind::ProxyOp as u8;
                 r.sub = u(a, "Channel").min(255) as u8;
                 r.x = u(a, "Peer") as u32;
-                r.p = [0, u(a, "Steps"), u(a, "ChunkSize"), u(a, "transSize"), end, 0];
+                r.p = [
+                    0,
+                    u(a, "Steps"),
+                    u(a, "ChunkSize"),
+                    u(a, "transSize"),
+                    end,
+                    0,
+                ];
                 if sp.name.starts_with("Progress") {
                     r.p[4] = start;
                 }
@@ -735,7 +755,11 @@ fn convert_dump(d: &Dump, b: &mut Builder, ns: &dyn Fn(f64) -> u64) {
                         kind: EventKind::ProxyStep as u8,
                         sub: parent.sub,
                         x: parent.x,
-                        flags: if send { F_SEND | F_END_KNOWN } else { F_END_KNOWN },
+                        flags: if send {
+                            F_SEND | F_END_KNOWN
+                        } else {
+                            F_END_KNOWN
+                        },
                         p: [step, 0, 0, 0, 0, 0],
                         ..Default::default()
                     });

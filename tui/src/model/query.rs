@@ -5,6 +5,9 @@ use ncclprof_shared::kind::{EventKind, StepPhase};
 use super::analysis;
 use super::store::{CommGroup, Kernel, LaneKey, Op, OpenRow, Proc, ProxyOp, Step, Store};
 
+/// Step phase sums (and step counts) keyed by (channel, peer, send).
+pub type StepBreakdown = std::collections::BTreeMap<(u8, u16, bool), ([(StepPhase, u64); 3], u64)>;
+
 /// One row of the timeline: a rank of a communicator.
 #[derive(Debug, Clone)]
 pub struct LaneRow {
@@ -191,7 +194,7 @@ impl Store {
     /// In-flight ops of a lane with their hang verdicts.
     pub fn open_ops(&self, comm: usize, row: &LaneRow) -> Vec<OpenView> {
         let p = &self.procs[row.key.proc];
-        let now = p.open_at.max(self.t_max);
+        let now = p.open_at.max(self.t_max).max(self.t_now);
         p.open_ops
             .iter()
             .filter(|o| o.comm == row.key.comm && (o.rank == row.rank || o.rank < 0))
@@ -251,14 +254,8 @@ impl Store {
     }
 
     /// Sum of step phase times of a lane in a window, keyed by (channel, peer, send).
-    pub fn step_breakdown(
-        &self,
-        lane: usize,
-        from: u64,
-        to: u64,
-    ) -> std::collections::BTreeMap<(u8, u16, bool), ([(StepPhase, u64); 3], u64)> {
-        let mut out: std::collections::BTreeMap<(u8, u16, bool), ([(StepPhase, u64); 3], u64)> =
-            std::collections::BTreeMap::new();
+    pub fn step_breakdown(&self, lane: usize, from: u64, to: u64) -> StepBreakdown {
+        let mut out = StepBreakdown::new();
         self.for_steps_in(lane, from, to, |b, s| {
             let r = s.unpack(b);
             let ph = r.step_phases();

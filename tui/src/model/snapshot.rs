@@ -269,7 +269,10 @@ fn lane_title(store: &Store, lane: &Lane) -> String {
     if lane.key.comm == u32::MAX {
         format!("process · {} · pid {}", p.host, p.pid)
     } else {
-        format!("rank {} · comm {} · {} · pid {}", lane.key.rank, comm, p.host, p.pid)
+        format!(
+            "rank {} · comm {} · {} · pid {}",
+            lane.key.rank, comm, p.host, p.pid
+        )
     }
 }
 

@@ -112,7 +112,9 @@ fn watch(dir: PathBuf, tx: Sender<SourceMsg>, ctl: Sender<Control>, stop: Arc<At
                                         match data.recv() {
                                             Ok(bytes) => {
                                                 let msg = match wire::decode(&bytes) {
-                                                    Ok(frame) => SourceMsg::Frame { src, pid, frame },
+                                                    Ok(frame) => {
+                                                        SourceMsg::Frame { src, pid, frame }
+                                                    }
                                                     Err(e) => SourceMsg::Bad {
                                                         src,
                                                         pid,
@@ -125,7 +127,8 @@ fn watch(dir: PathBuf, tx: Sender<SourceMsg>, ctl: Sender<Control>, stop: Arc<At
                                             }
                                             Err(_) => {
                                                 let alive = entry.is_alive();
-                                                let _ = tx2.send(SourceMsg::Closed { src, pid, alive });
+                                                let _ =
+                                                    tx2.send(SourceMsg::Closed { src, pid, alive });
                                                 return;
                                             }
                                         }

@@ -342,11 +342,7 @@ impl Step {
     pub fn unpack(&self, base: u64) -> EventRecord {
         let start = base + u64::from(self.start);
         let abs = |o: u32| {
-            if o == 0 {
-                0
-            } else {
-                start + u64::from(o) - 1
-            }
+            if o == 0 { 0 } else { start + u64::from(o) - 1 }
         };
         let mut flags = 0;
         if self.flags & S_SEND != 0 {
@@ -623,6 +619,9 @@ pub struct Store {
     /// Earliest and latest times seen (ns), for the time axis.
     pub t_min: u64,
     pub t_max: u64,
+    /// Latest host time any process reported (counters, in-flight summaries): "now" for
+    /// follow mode even when no event completes.
+    pub t_now: u64,
     /// Errors not tied to a process (directory problems, unreadable files); newest last.
     pub errors: Vec<String>,
     /// Processes seen in the directory but busy (another viewer attached), by pid.
@@ -644,6 +643,7 @@ impl Store {
             ingested: 0,
             t_min: u64::MAX,
             t_max: 0,
+            t_now: 0,
             errors: Vec::new(),
             busy: Vec::new(),
         }
@@ -838,12 +838,18 @@ mod tests {
             s.push(t, |b| Step::pack(&r, b));
         }
         assert_eq!(s.len(), 6);
-        let got: Vec<u64> = s.window(195_000, 305_000).map(|(b, x)| x.start(b)).collect();
+        let got: Vec<u64> = s
+            .window(195_000, 305_000)
+            .map(|(b, x)| x.start(b))
+            .collect();
         assert_eq!(got, vec![200_000, 300_000]);
         // A long item is found from a window after its start.
         let r = step(600_000, 1_000_000);
         s.push(600_000, |b| Step::pack(&r, b));
-        let got: Vec<u64> = s.window(1_500_000, 1_550_000).map(|(b, x)| x.start(b)).collect();
+        let got: Vec<u64> = s
+            .window(1_500_000, 1_550_000)
+            .map(|(b, x)| x.start(b))
+            .collect();
         assert_eq!(got, vec![600_000]);
         let (n, _) = s.evict_oldest();
         assert_eq!(n, 4);

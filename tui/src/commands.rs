@@ -1,0 +1,246 @@
+//! What each subcommand does.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use ncclprof_shared::link;
+
+use crate::app::App;
+use crate::cli::{Cli, Cmd, DemoArgs, Global, LiveArgs, OpenArgs, RecordArgs, no_color};
+use crate::model::store::Store;
+use crate::model::{ingest, open, snapshot, source};
+
+/// Run the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let g = cli.global.clone();
+    match cli.cmd {
+        None => live(&g, LiveArgs { dir: None }),
+        Some(Cmd::Live(a)) => live(&g, a),
+        Some(Cmd::Demo(a)) => demo(&g, a),
+        Some(Cmd::Open(a)) => open_files(&g, a),
+        Some(Cmd::Record(a)) => record(&g, a).map(|line| println!("{line}")),
+    }
+}
+
+fn store(g: &Global) -> Store {
+    Store::new(g.max_memory.min(usize::MAX as u64) as usize)
+}
+
+fn resolve_dir(dir: Option<PathBuf>) -> PathBuf {
+    dir.unwrap_or_else(link::default_dir)
+}
+
+fn live(g: &Global, a: LiveArgs) -> anyhow::Result<()> {
+    let dir = resolve_dir(a.dir);
+    // A missing directory is created (private); a bad one is refused with the reason.
+    link::ensure_dir(&dir).with_context(|| format!("cannot use {}", dir.display()))?;
+    view_dir(g, &dir, format!("directory {}", dir.display()))
+}
+
+fn view_dir(g: &Global, dir: &Path, desc: String) -> anyhow::Result<()> {
+    let src = source::live(dir.to_path_buf());
+    let mut app = App::new(store(g), true, desc);
+    app.no_color = no_color(g);
+    crate::event_loop::run(&mut app, Some(src))
+}
+
+fn open_files(g: &Global, a: OpenArgs) -> anyhow::Result<()> {
+    let mut st = store(g);
+    let notes = open::load(&mut st, &a.files)?;
+    let desc = notes.join("; ");
+    let mut app = App::new(st, false, desc);
+    app.no_color = no_color(g);
+    app.fit_all();
+    app.on_data();
+    crate::event_loop::run(&mut app, None)
+}
+
+/// Record for the duration, write the snapshot, return the one-line summary.
+pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
+    let dir = resolve_dir(a.dir);
+    link::check_dir(&dir).with_context(|| format!("cannot record from {}", dir.display()))?;
+    crate::term::install_signal_flag();
+    let src = source::live(dir.clone());
+    let mut st = store(g);
+    let mut controls = 0usize;
+    let end = Instant::now() + a.duration;
+    loop {
+        let now = Instant::now();
+        if now >= end || crate::term::signalled() {
+            break;
+        }
+        while src.controls.try_recv().is_ok() {
+            controls += 1;
+        }
+        match src
+            .rx
+            .recv_timeout((end - now).min(Duration::from_millis(100)))
+        {
+            Ok(m) => ingest::apply(&mut st, m),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    // Drain what already arrived.
+    while let Ok(m) = src.rx.try_recv() {
+        ingest::apply(&mut st, m);
+    }
+    drop(src);
+    let s = snapshot::write(&st, &a.output)
+        .with_context(|| format!("recording not saved to {}", a.output.display()))?;
+    let _ = controls;
+    let mut line = format!(
+        "recorded {} processes, {} events, {} drops, {} evicted in {:.1}s → {}",
+        s.processes,
+        s.events,
+        s.dropped,
+        st.evicted,
+        a.duration.as_secs_f64(),
+        s.path.display()
+    );
+    if let Some(e) = st.errors.last() {
+        line.push_str(&format!(" (last error: {e})"));
+    }
+    Ok(line)
+}
+
+/// Candidates for a file that ships next to this binary.
+fn near_exe(name: &str) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(d) = exe.parent()
+    {
+        v.push(d.join(name));
+        if let Some(up) = d.parent() {
+            v.push(up.join(name));
+        }
+    }
+    v
+}
+
+fn find_sim(a: &DemoArgs) -> Option<PathBuf> {
+    if let Some(p) = &a.sim {
+        return Some(p.clone());
+    }
+    if let Some(p) = near_exe("ncclprof-sim")
+        .into_iter()
+        .next()
+        .filter(|p| p.is_file())
+    {
+        return Some(p);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("ncclprof-sim"))
+            .find(|p| p.is_file())
+    })
+}
+
+fn find_plugin(a: &DemoArgs) -> Option<PathBuf> {
+    if let Some(p) = &a.plugin {
+        return Some(p.clone());
+    }
+    near_exe("libnccl_profiler_ncclprof.so")
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// Kills the simulator when dropped.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        // SIGTERM first so the sim finalizes; then make sure.
+        let pid = self.0.id() as i32;
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(1500) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn demo(g: &Global, a: DemoArgs) -> anyhow::Result<()> {
+    let how = "build them with `cargo build --workspace` (or pass --sim / --plugin, env NCCLPROF_SIM / NCCLPROF_PLUGIN)";
+    let Some(sim) = find_sim(&a) else {
+        bail!(
+            "ncclprof-sim not found next to {} nor on PATH: {how}",
+            exe_name()
+        );
+    };
+    let Some(plugin) = find_plugin(&a) else {
+        bail!(
+            "libnccl_profiler_ncclprof.so not found next to {} or in its parent directory: {how}",
+            exe_name()
+        );
+    };
+    if !sim.is_file() {
+        bail!("{} does not exist: {how}", sim.display());
+    }
+    if !plugin.is_file() {
+        bail!("{} does not exist: {how}", plugin.display());
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("ncclprof-demo-")
+        .tempdir()
+        .context("cannot create a private temporary directory")?;
+    let dir = tmp.path().join("rdv");
+    link::ensure_dir(&dir)?;
+    let log = std::fs::File::create(tmp.path().join("sim.log"))?;
+    let mut cmd = Command::new(&sim);
+    cmd.arg("--plugin")
+        .arg(&plugin)
+        .args(["--ranks", &a.ranks.to_string()])
+        .args(["--procs", &a.procs.to_string()])
+        .args(["--straggler", &a.straggler])
+        .args(["--rate", &a.rate.to_string()])
+        .args(["--duration", &a.duration.to_string()])
+        .args(["--workload", &a.workload])
+        .arg("--quiet")
+        .args(&a.sim_args)
+        .env("NCCLPROF_DIR", &dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {}", sim.display()))?;
+    let mut guard = ChildGuard(child);
+    std::thread::sleep(Duration::from_millis(300));
+    if let Ok(Some(status)) = guard.0.try_wait() {
+        let err = std::fs::read_to_string(tmp.path().join("sim.log")).unwrap_or_default();
+        bail!(
+            "{} exited at once ({status}):\n{}",
+            sim.display(),
+            err.lines().take(20).collect::<Vec<_>>().join("\n")
+        );
+    }
+    let r = view_dir(
+        g,
+        &dir,
+        format!(
+            "demo: {} ranks in {} processes ({})",
+            a.ranks,
+            a.procs,
+            dir.display()
+        ),
+    );
+    drop(guard);
+    r
+}
+
+fn exe_name() -> String {
+    std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "this binary".into())
+}

@@ -1,0 +1,150 @@
+//! The UI loop: input, ingest with a per-turn budget, effects, and drawing when dirty and a
+//! frame is due.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use ipc_channel::ipc::IpcSender;
+use ncclprof_shared::wire::ViewerMsg;
+use ratatui::crossterm::event::{self, Event, KeyEvent, KeyEventKind, MouseEvent, MouseEventKind};
+
+use crate::action::Action;
+use crate::app::{App, Control, Effect};
+use crate::keymap;
+use crate::model::source::{self, Live};
+use crate::model::{ingest, snapshot};
+
+/// Most source messages ingested per turn, and the time budget for them.
+pub const INGEST_MAX_MSGS: usize = 512;
+pub const INGEST_BUDGET: Duration = Duration::from_millis(8);
+/// Minimum time between frames.
+pub const FRAME: Duration = Duration::from_millis(33);
+
+/// Key → effects (pure: no terminal).
+pub fn handle_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
+    if k.kind == KeyEventKind::Release {
+        return Vec::new();
+    }
+    if app.filter_edit.is_some() {
+        app.filter_key(k.code);
+        return Vec::new();
+    }
+    if app.help {
+        // Only quitting and closing work under the overlay.
+        return match keymap::lookup(keymap::Ctx::Global, &k) {
+            Some(a @ (Action::Quit | Action::ToggleHelp | Action::Back)) => app.update(a),
+            _ => Vec::new(),
+        };
+    }
+    match keymap::lookup(app.ctx(), &k) {
+        Some(a) => app.update(a),
+        None => Vec::new(),
+    }
+}
+
+/// Mouse: wheel zooms.
+pub fn handle_mouse(app: &mut App, m: MouseEvent) -> Vec<Effect> {
+    match m.kind {
+        MouseEventKind::ScrollUp => app.update(Action::ZoomIn),
+        MouseEventKind::ScrollDown => app.update(Action::ZoomOut),
+        _ => Vec::new(),
+    }
+}
+
+/// Performs effects against the real world.
+#[derive(Default)]
+pub struct Effects {
+    pub controls: HashMap<u32, IpcSender<ViewerMsg>>,
+}
+
+impl Effects {
+    pub fn run(&mut self, app: &mut App, effects: Vec<Effect>) {
+        for e in effects {
+            match e {
+                Effect::Send { only, msg } => {
+                    let errs = source::send_control(&self.controls, only, || match msg {
+                        Control::SetMask(m) => ViewerMsg::SetMask(m),
+                        Control::Start(m) => ViewerMsg::Start(m),
+                        Control::Stop => ViewerMsg::Stop,
+                    });
+                    for e in errs {
+                        ingest::push_error(&mut app.store, e);
+                    }
+                }
+                Effect::Snapshot(path) => {
+                    let r = snapshot::write(&app.store, &path)
+                        .map(|s| s.path)
+                        .map_err(|e| format!("{e:#}"));
+                    app.snapshot_done(r);
+                }
+            }
+        }
+    }
+}
+
+/// Drain the live source within the budget. Returns whether anything arrived.
+pub fn ingest_turn(app: &mut App, live: &Live, fx: &mut Effects) -> bool {
+    let mut any = false;
+    while let Ok(c) = live.controls.try_recv() {
+        fx.controls.insert(c.src, c.sender);
+        any = true;
+    }
+    let t0 = Instant::now();
+    for _ in 0..INGEST_MAX_MSGS {
+        match live.rx.try_recv() {
+            Ok(m) => {
+                if let ingest::SourceMsg::Closed { src, .. } = &m {
+                    fx.controls.remove(src);
+                }
+                ingest::apply(&mut app.store, m);
+                any = true;
+            }
+            Err(_) => break,
+        }
+        if t0.elapsed() > INGEST_BUDGET {
+            break;
+        }
+    }
+    if any {
+        app.on_data();
+    }
+    any
+}
+
+/// Run the interactive viewer until quit.
+pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
+    let mut term = crate::term::Term::new()?;
+    let mut fx = Effects::default();
+    let mut dirty = true;
+    let mut last_draw = Instant::now() - FRAME;
+    let mut last_tick = Instant::now();
+    while !app.quit {
+        if crate::term::signalled() {
+            break;
+        }
+        if let Some(l) = &live
+            && ingest_turn(app, l, &mut fx)
+        {
+            dirty = true;
+        }
+        if last_tick.elapsed() > Duration::from_millis(250) {
+            last_tick = Instant::now();
+            dirty |= live.is_some();
+        }
+        if dirty && last_draw.elapsed() >= FRAME {
+            term.terminal.draw(|f| crate::ui::render(f, app))?;
+            dirty = false;
+            last_draw = Instant::now();
+        }
+        if event::poll(Duration::from_millis(10))? {
+            let effects = match event::read()? {
+                Event::Key(k) => handle_key(app, k),
+                Event::Mouse(m) => handle_mouse(app, m),
+                _ => Vec::new(),
+            };
+            fx.run(app, effects);
+            dirty = true;
+        }
+    }
+    Ok(())
+}

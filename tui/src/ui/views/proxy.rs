@@ -1,0 +1,145 @@
+//! Proxy: per rank / channel / peer stacked bars of ProxyStep phases in the visible window,
+//! with percentages and absolute times; the dominant phase names the bottleneck.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+
+use crate::app::App;
+use crate::model::analysis;
+use crate::model::units;
+use crate::ui::put;
+use crate::ui::theme::{PHASE_GLYPHS, Theme};
+
+pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
+    let s = &app.store;
+    let (from, to) = app.window();
+    let mut lines = Vec::new();
+    let mut total = [0u64; 6];
+    let mut names = [""; 6];
+    for r in s.lane_rows(app.comm) {
+        let Some(l) = r.lane else { continue };
+        for ((ch, peer, send), (ph, n)) in s.step_breakdown(l, from, to) {
+            let off = if send { 0 } else { 3 };
+            for (i, (p, d)) in ph.iter().enumerate() {
+                total[off + i] += d;
+                names[off + i] = p.name();
+            }
+            lines.push((r.rank, ch, peer, send, ph, n));
+        }
+    }
+    put(
+        buf,
+        area.x,
+        area.y,
+        &format!(
+            "proxy step phases in the window ({})",
+            units::dur(to - from)
+        ),
+        th.title(),
+        area.width,
+    );
+    if lines.is_empty() {
+        put(
+            buf,
+            area.x,
+            area.y + 2,
+            "no ProxyStep events here (network transport only; is ProxyStep in the mask?)",
+            th.dim(),
+            area.width,
+        );
+        return;
+    }
+    let phases: Vec<(ncclprof_shared::kind::StepPhase, u64)> = {
+        use ncclprof_shared::kind::StepPhase::*;
+        let all = [
+            SendGpuWait,
+            SendPeerWait,
+            SendNetWait,
+            RecvNetWait,
+            RecvFlushWait,
+            RecvGpuWait,
+        ];
+        all.iter().zip(total).map(|(p, t)| (*p, t)).collect()
+    };
+    if let Some((p, cat)) = analysis::bottleneck(&phases) {
+        let sum: u64 = total.iter().sum::<u64>().max(1);
+        let share = phases.iter().find(|x| x.0 == p).map_or(0, |x| x.1) * 100 / sum;
+        put(
+            buf,
+            area.x,
+            area.y + 1,
+            &format!("bottleneck: {cat} ({} is {share}% of step time)", p.name()),
+            th.warn(),
+            area.width,
+        );
+    }
+    put(
+        buf,
+        area.x,
+        area.y + 2,
+        &format!(
+            "legend: {} GPU wait  {} peer wait / flush  {} network   (send: gpu·peer·net, recv: net·flush·gpu)",
+            PHASE_GLYPHS[0], PHASE_GLYPHS[1], PHASE_GLYPHS[2]
+        ),
+        th.dim(),
+        area.width,
+    );
+    let bar_w: u16 = if area.width >= 120 { 40 } else { 20 };
+    let first = app.tl.row.min(lines.len().saturating_sub(1));
+    for (y, (rank, ch, peer, send, ph, n)) in (area.y + 3..).zip(lines.iter().skip(first)) {
+        if y >= area.bottom() {
+            break;
+        }
+        let dir = if *send { "→" } else { "←" };
+        let label = format!("r{rank:<3} ch{ch:<2} {dir}{peer:<3} ");
+        let mut x = put(buf, area.x, y, &label, Style::default(), area.width);
+        let sum: u64 = ph.iter().map(|p| p.1).sum::<u64>().max(1);
+        // Map to the glyph of what the phase waits on.
+        for (p, d) in ph {
+            let cat = analysis::phase_category(*p);
+            let gi = match cat {
+                "GPU" => 0,
+                "peer" => 1,
+                _ => 2,
+            };
+            let gi = if *p == ncclprof_shared::kind::StepPhase::RecvFlushWait {
+                1
+            } else {
+                gi
+            };
+            let w = (*d as u128 * u128::from(bar_w) / u128::from(sum)) as usize;
+            x = put(
+                buf,
+                x,
+                y,
+                &PHASE_GLYPHS[gi].to_string().repeat(w),
+                th.phase(gi),
+                area.right().saturating_sub(x),
+            );
+        }
+        let pad = (area.x + label.chars().count() as u16 + bar_w + 1).max(x + 1);
+        let pct: Vec<String> = ph
+            .iter()
+            .map(|p| format!("{:>2}%", p.1 * 100 / sum))
+            .collect();
+        let abs: Vec<String> = ph.iter().map(|p| units::dur(p.1)).collect();
+        let dom = analysis::bottleneck(ph).map_or("-", |b| b.1);
+        let t = format!(
+            "{} · {} · {} steps · {}",
+            pct.join(" "),
+            abs.join(" "),
+            n,
+            dom
+        );
+        put(
+            buf,
+            pad,
+            y,
+            &t,
+            Style::default(),
+            area.right().saturating_sub(pad),
+        );
+    }
+    let _ = names;
+}

@@ -1,0 +1,111 @@
+//! Stats: per function × size bucket of the selected communicator over the visible window:
+//! count, p50/p99/max duration, algbw and busbw (nccl-tests definitions), algos/protos seen.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+
+use crate::app::App;
+use crate::model::analysis::{self, OpSample};
+use crate::model::units;
+use crate::ui::put;
+use crate::ui::theme::Theme;
+
+pub fn rows(app: &App) -> Vec<analysis::StatRow> {
+    let s = &app.store;
+    let (from, to) = app.window();
+    let rows = s.lane_rows(app.comm);
+    let mut owned: Vec<(String, u64, u64, String, String)> = Vec::new();
+    let mut nranks = 1;
+    for r in &rows {
+        let Some(l) = r.lane else { continue };
+        nranks = nranks.max(s.nranks_of(r.key));
+        for o in s.ops_in(l, from, to) {
+            if o.start < from || o.end > to || o.end <= o.start {
+                continue;
+            }
+            let d = s.detail(l, &o);
+            if !app.passes(&d.func) {
+                continue;
+            }
+            owned.push((d.func, d.bytes, d.dur_ns, d.algo, d.proto));
+        }
+    }
+    let samples: Vec<OpSample<'_>> = owned
+        .iter()
+        .map(|(f, b, d, a, p)| OpSample {
+            func: f,
+            bytes: *b,
+            dur_ns: *d,
+            algo: a,
+            proto: p,
+        })
+        .collect();
+    analysis::stats(&samples, nranks)
+}
+
+fn size(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{}G", b >> 30)
+    } else if b >= 1 << 20 {
+        format!("{}M", b >> 20)
+    } else if b >= 1 << 10 {
+        format!("{}K", b >> 10)
+    } else {
+        format!("{b}")
+    }
+}
+
+pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
+    let (from, to) = app.window();
+    put(
+        buf,
+        area.x,
+        area.y,
+        &format!(
+            "completed ops in the window ({}) · bandwidth from mean time · GB = 1e9 B",
+            units::dur(to - from)
+        ),
+        th.title(),
+        area.width,
+    );
+    let head = format!(
+        "{:<14} {:>9} {:>6} {:>9} {:>9} {:>9} {:>8} {:>8}  {}",
+        "func", "size", "count", "p50", "p99", "max", "algbw", "busbw", "algo/proto"
+    );
+    put(buf, area.x, area.y + 1, &head, th.bold(), area.width);
+    let rs = rows(app);
+    if rs.is_empty() {
+        put(
+            buf,
+            area.x,
+            area.y + 3,
+            "no completed ops in the window (zoom out with -)",
+            th.dim(),
+            area.width,
+        );
+        return;
+    }
+    let first = app.tl.row.min(rs.len().saturating_sub(1));
+    for (i, r) in rs.iter().skip(first).enumerate() {
+        let y = area.y + 2 + i as u16;
+        if y >= area.bottom() {
+            break;
+        }
+        let t = format!(
+            "{:<14} {:>9} {:>6} {:>9} {:>9} {:>9} {:>8.2} {:>8.2}  {}/{}",
+            r.func,
+            format!("{}-{}", size(r.bucket.0), size(r.bucket.1)),
+            r.count,
+            units::dur(r.p50),
+            units::dur(r.p99),
+            units::dur(r.max),
+            r.algbw,
+            r.busbw,
+            r.algos.join(","),
+            r.protos.join(",")
+        );
+        put(buf, area.x, y, &t, th.func(&r.func), area.width);
+    }
+    let _ = Style::default();
+}

@@ -1,0 +1,308 @@
+//! Timeline: one row per rank of the selected communicator (grouped by host), ops as spans
+//! coloured by function: thin `─` while enqueuing (start → enqueue stop), thick `█` while
+//! executing (exec start → end), `▒` in flight (growing live), `▓ HUNG` for a hung op, `!`
+//! where the rank arrived last at a collective (straggler). A details pane shows the
+//! selected op.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+
+use crate::app::App;
+use crate::model::query::LaneRow;
+use crate::model::units;
+use crate::ui::put;
+use crate::ui::theme::Theme;
+
+const LABEL: u16 = 14;
+
+fn col(t: u64, from: u64, span: u64, w: u16) -> u16 {
+    if t <= from {
+        return 0;
+    }
+    let c = ((t - from) as u128 * u128::from(w) / u128::from(span.max(1))) as u64;
+    c.min(u64::from(w)) as u16
+}
+
+pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
+    let s = &app.store;
+    let rows = s.lane_rows(app.comm);
+    let (from, to) = app.window();
+    let span = to - from;
+    let detail_h: u16 = if app.tl.selected.is_some() { 4 } else { 0 };
+    if area.height < 3 + detail_h || area.width <= LABEL + 4 {
+        return;
+    }
+    let tw = area.width - LABEL;
+    let x0 = area.x + LABEL;
+    // Axis: window size and relative time labels.
+    let base = if s.t_min == u64::MAX { 0 } else { s.t_min };
+    put(
+        buf,
+        area.x,
+        area.y,
+        &format!("span {}", units::dur(span)),
+        th.dim(),
+        LABEL,
+    );
+    let ticks = (tw / 20).max(1);
+    for i in 0..ticks {
+        let cx = x0 + i * (tw / ticks);
+        let t = from + span / u64::from(ticks) * u64::from(i);
+        let label = if t >= base {
+            format!("|+{}", units::dur(t - base))
+        } else {
+            format!("|-{}", units::dur(base - t))
+        };
+        put(
+            buf,
+            cx,
+            area.y,
+            &label,
+            th.dim(),
+            area.right().saturating_sub(cx),
+        );
+    }
+    // Hung banner line.
+    let mut hung_msgs = Vec::new();
+    let rows_area_top = area.y + 2;
+    let rows_h = area.height - 2 - detail_h;
+    let first = app
+        .tl
+        .row
+        .saturating_sub(rows_h.saturating_sub(1) as usize)
+        .min(rows.len().saturating_sub(1));
+    let strag = s.stragglers_in(&rows, from, to);
+    let mut prev_host: Option<&str> = if first > 0 {
+        rows.get(first - 1).map(|r| r.host.as_str())
+    } else {
+        None
+    };
+    for (i, r) in rows.iter().enumerate().skip(first).take(rows_h as usize) {
+        let y = rows_area_top + (i - first) as u16;
+        let host = if prev_host != Some(r.host.as_str()) {
+            r.host.as_str()
+        } else {
+            ""
+        };
+        prev_host = Some(r.host.as_str());
+        let label = format!("{:<8.8} r{:<3}", host, r.rank);
+        let lst = if i == app.tl.row {
+            th.selected()
+        } else {
+            Style::default()
+        };
+        put(buf, area.x, y, &label, lst, LABEL - 1);
+        row(app, th, r, &strag, (from, span), (x0, y, tw), buf);
+        for o in s.open_ops(app.comm, r) {
+            if !app.passes(&o.func) {
+                continue;
+            }
+            let a = col(o.row.start, from, span, tw);
+            let b = col(o.row.start + o.age_ns, from, span, tw)
+                .max(a + 1)
+                .min(tw);
+            let (g, st) = if o.hung {
+                ('▓', th.bad())
+            } else {
+                ('▒', th.func(&o.func))
+            };
+            for c in a..b {
+                buf.set_string(x0 + c, y, g.to_string(), st);
+            }
+            if o.hung {
+                let tag = " HUNG ";
+                let tx = (x0 + b).saturating_sub(tag.len() as u16).max(x0 + a);
+                put(
+                    buf,
+                    tx,
+                    y,
+                    tag,
+                    th.bad().patch(th.selected()),
+                    area.right() - tx,
+                );
+                hung_msgs.push(format!(
+                    "HUNG: rank {} {} seq {} in flight {} (peers' median {})",
+                    r.rank,
+                    o.func,
+                    o.row.seq,
+                    units::dur(o.age_ns),
+                    o.peer_median.map_or("n/a".into(), units::dur)
+                ));
+            }
+        }
+    }
+    if let Some(m) = hung_msgs.first() {
+        let more = if hung_msgs.len() > 1 {
+            format!(" (+{} more)", hung_msgs.len() - 1)
+        } else {
+            String::new()
+        };
+        put(
+            buf,
+            area.x,
+            area.y + 1,
+            &format!("⚠ {m}{more}"),
+            th.bad(),
+            area.width,
+        );
+    } else if let Some((seq, st)) = strag.iter().next_back() {
+        put(
+            buf,
+            area.x,
+            area.y + 1,
+            &format!(
+                "! straggler: rank {} arrived last at seq {} by {}",
+                st.rank,
+                seq,
+                units::dur(st.lag_ns)
+            ),
+            th.warn(),
+            area.width,
+        );
+    }
+    if rows.is_empty() {
+        put(
+            buf,
+            area.x,
+            rows_area_top,
+            "no ranks in this communicator yet",
+            th.dim(),
+            area.width,
+        );
+    }
+    if detail_h > 0 {
+        details(
+            app,
+            th,
+            Rect {
+                y: area.bottom() - detail_h,
+                height: detail_h,
+                ..area
+            },
+            &strag,
+            buf,
+        );
+    }
+}
+
+fn row(
+    app: &App,
+    th: &Theme,
+    r: &LaneRow,
+    strag: &std::collections::BTreeMap<u64, crate::model::analysis::Straggler>,
+    (from, span): (u64, u64),
+    (x0, y, tw): (u16, u16, u16),
+    buf: &mut Buffer,
+) {
+    let Some(lane) = r.lane else { return };
+    let s = &app.store;
+    for o in s.ops_in(lane, from, from + span) {
+        let func = s.func_of(lane, &o);
+        if !app.passes(func) {
+            continue;
+        }
+        let a = col(o.start, from, span, tw);
+        let e = col(o.end, from, span, tw).max(a + 1).min(tw);
+        let exec = if o.exec_start != 0 {
+            o.exec_start
+        } else if o.enq_stop != 0 {
+            o.enq_stop
+        } else {
+            o.start
+        };
+        let m = col(exec.clamp(o.start, o.end.max(o.start)), from, span, tw).clamp(a, e);
+        let mut st = th.func(func);
+        let selected = app
+            .tl
+            .selected
+            .is_some_and(|k| k.lane == lane && k.id == o.id && k.start == o.start);
+        if selected {
+            st = st.patch(th.selected());
+        }
+        for c in a..e {
+            let g = if c < m { "─" } else { "█" };
+            buf.set_string(x0 + c, y, g, st);
+        }
+        if o.kind == ncclprof_shared::kind::EventKind::Coll as u8
+            && strag.get(&o.seq).is_some_and(|x| x.rank == r.rank)
+            && a < tw
+        {
+            buf.set_string(x0 + a, y, "!", th.warn());
+        }
+    }
+}
+
+fn details(
+    app: &App,
+    th: &Theme,
+    area: Rect,
+    strag: &std::collections::BTreeMap<u64, crate::model::analysis::Straggler>,
+    buf: &mut Buffer,
+) {
+    let s = &app.store;
+    let Some(k) = app.tl.selected else { return };
+    put(
+        buf,
+        area.x,
+        area.y,
+        &"─".repeat(area.width as usize),
+        th.dim(),
+        area.width,
+    );
+    let Some(o) = s.op(k) else {
+        put(
+            buf,
+            area.x,
+            area.y + 1,
+            "selected op was evicted",
+            th.warn(),
+            area.width,
+        );
+        return;
+    };
+    let d = s.detail(k.lane, &o);
+    let l1 = format!(
+        "{} {} seq {} · rank {} · count {} {} · {}/{} · {} ch{}",
+        d.kind,
+        d.func,
+        d.seq,
+        d.rank,
+        d.count,
+        d.dtype,
+        if d.algo.is_empty() { "-" } else { &d.algo },
+        if d.proto.is_empty() { "-" } else { &d.proto },
+        d.n_channels,
+        if d.kind == "P2p" {
+            format!(" · peer {}", d.peer_or_root)
+        } else {
+            String::new()
+        }
+    );
+    let l2 = format!(
+        "bytes {} · duration {} (enqueue {}) · algbw {:.2} GB/s · busbw {:.2} GB/s",
+        units::bytes(d.bytes),
+        units::dur(d.dur_ns),
+        units::dur(d.enqueue_ns),
+        d.algbw,
+        d.busbw
+    );
+    put(
+        buf,
+        area.x,
+        area.y + 1,
+        &l1,
+        th.func(&d.func).patch(th.bold()),
+        area.width,
+    );
+    put(buf, area.x, area.y + 2, &l2, Style::default(), area.width);
+    if let Some(st) = strag.get(&d.seq).filter(|_| d.kind == "Coll") {
+        let t = format!(
+            "straggler at seq {}: rank {} arrived last, {} after the others' median start",
+            d.seq,
+            st.rank,
+            units::dur(st.lag_ns)
+        );
+        put(buf, area.x, area.y + 3, &t, th.warn(), area.width);
+    }
+}

@@ -1,0 +1,165 @@
+//! Render tests: every view and the edge screens, on TestBackend, snapshotted with insta.
+
+mod common;
+
+use common::*;
+use ncclprof_tui::action::Action;
+use ncclprof_tui::app::App;
+use ncclprof_tui::model::store::{ProcState, Store};
+use ncclprof_tui::ui::views::ViewId;
+
+fn snap(name: &str, app: &App, w: u16, h: u16) {
+    let t = render(app, w, h);
+    insta::assert_snapshot!(name, t.backend());
+}
+
+#[test]
+fn empty_waiting_for_processes() {
+    let app = App::new(
+        Store::new(1 << 30),
+        true,
+        "directory /tmp/ncclprof-test".into(),
+    );
+    snap("empty_80x24", &app, 80, 24);
+}
+
+#[test]
+fn timeline_fitted_80x24() {
+    let app = app(&Fixture::default());
+    snap("timeline_80x24", &app, 80, 24);
+}
+
+#[test]
+fn timeline_zoomed_with_selected_op_160x48() {
+    let mut app = app(&Fixture::default());
+    // Zoom on seq 1.
+    app.tl.span = 8 * MS;
+    app.tl.end = T0 + 10 * MS + 6 * MS;
+    app.tl.row = 3;
+    app.update(Action::PickOp);
+    assert!(app.tl.selected.is_some());
+    snap("timeline_selected_160x48", &app, 160, 48);
+}
+
+#[test]
+fn timeline_hung_op_flagged() {
+    let f = Fixture {
+        hung: Some(2),
+        ..Fixture::default()
+    };
+    let mut app = app(&f);
+    app.tl.span = 8_000 * MS;
+    app.tl.end = app.store.t_now + 500 * MS;
+    let t = render(&app, 100, 20);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("HUNG"), "{text}");
+    insta::assert_snapshot!("timeline_hung", t.backend());
+}
+
+#[test]
+fn timeline_many_ranks_80x24() {
+    let f = Fixture {
+        ranks: 32,
+        seqs: 3,
+        steps: false,
+        ..Fixture::default()
+    };
+    let mut app = app(&f);
+    app.tl.row = 25;
+    snap("timeline_32_ranks_80x24", &app, 80, 24);
+}
+
+#[test]
+fn channels_window_and_selected_op() {
+    let mut app = app(&Fixture::default());
+    app.view = ViewId::Channels;
+    snap("channels_window", &app, 100, 30);
+    app.tl.row = 0;
+    app.update(Action::PickOp);
+    snap("channels_selected", &app, 100, 30);
+}
+
+#[test]
+fn proxy_breakdown_names_bottleneck() {
+    let mut app = app(&Fixture::default());
+    app.view = ViewId::Proxy;
+    let t = render(&app, 120, 30);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("bottleneck: network"), "{text}");
+    insta::assert_snapshot!("proxy", t.backend());
+}
+
+#[test]
+fn stats_table() {
+    let mut app = app(&Fixture::default());
+    app.view = ViewId::Stats;
+    snap("stats", &app, 120, 20);
+}
+
+#[test]
+fn mask_pending_vs_acknowledged_with_drops() {
+    let f = Fixture {
+        drops: 17,
+        ..Fixture::default()
+    };
+    let mut app = app(&f);
+    app.view = ViewId::Mask;
+    app.mask.proc = 1;
+    app.mask.cursor = 5;
+    let fx = app.update(Action::MaskToggle); // ProxyCtrl on, not acknowledged yet
+    assert_eq!(fx.len(), 1);
+    snap("mask_drops", &app, 120, 24);
+}
+
+#[test]
+fn help_overlay() {
+    let mut app = app(&Fixture::default());
+    app.update(Action::ToggleHelp);
+    snap("help_100x40", &app, 100, 40);
+    snap("help_80x24", &app, 80, 24);
+}
+
+#[test]
+fn crashed_process_and_snapshot_failure() {
+    let mut app = app(&Fixture::default());
+    app.store.procs[2].state = ProcState::Crashed;
+    app.snapshot_done(Err(
+        "cannot create a file in /nope: Permission denied".into()
+    ));
+    snap("crashed_snapshot_failed", &app, 120, 16);
+    app.snapshot_done(Ok("ncclprof-20260101-000000.json".into()));
+    let t = render(&app, 200, 16);
+    assert!(format!("{}", t.backend()).contains("snapshot ncclprof-20260101-000000.json"));
+}
+
+#[test]
+fn filter_hides_other_functions() {
+    let mut app = app(&Fixture::default());
+    app.update(Action::StartFilter);
+    for c in "allgather".chars() {
+        app.filter_key(ratatui::crossterm::event::KeyCode::Char(c));
+    }
+    app.filter_key(ratatui::crossterm::event::KeyCode::Enter);
+    assert_eq!(app.filter, "allgather");
+    app.view = ViewId::Stats;
+    let t = render(&app, 120, 12);
+    let text = format!("{}", t.backend());
+    assert!(
+        text.contains("AllGather") && !text.contains("AllReduce "),
+        "{text}"
+    );
+}
+
+#[test]
+fn malformed_frame_is_shown() {
+    let mut app = app(&Fixture::default());
+    ncclprof_tui::model::ingest::apply_bytes(
+        &mut app.store,
+        1,
+        100,
+        b"NCPF\x01\x00\x63\x00\x00\x00\x00\x00",
+    );
+    let t = render(&app, 100, 12);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("unknown frame kind 99"), "{text}");
+}
