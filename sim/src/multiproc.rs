@@ -1,0 +1,88 @@
+//! `--procs N`: re-spawn the simulator once per process and merge the children's truths.
+
+use crate::config::SimConfig;
+use crate::engine::SIGNALLED;
+use crate::truth::{self, Truth};
+use anyhow::{Context, Result, bail};
+use ncclprof_shared::clock::monotonic_ns;
+use std::process::{Child, Command};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Spawns the children, waits for them (forwarding SIGTERM), merges their truths.
+pub fn run_parent(cfg: &SimConfig) -> Result<Truth> {
+    let exe = match &cfg.sim_exe {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().context("current_exe")?,
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "ncclprof-sim-{}-{}",
+        std::process::id(),
+        monotonic_ns()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    let epoch = monotonic_ns() + 300_000_000;
+    let mut children: Vec<(usize, Child)> = Vec::new();
+    for i in 0..cfg.procs {
+        if cfg.ranks_of_proc(i).is_empty() {
+            continue;
+        }
+        let mut c = cfg.clone();
+        c.proc_index = Some(i);
+        c.epoch_ns = Some(epoch);
+        c.truth = Some(dir.join(format!("truth-{i}.json")));
+        let child = Command::new(&exe)
+            .args(c.to_args())
+            .spawn()
+            .with_context(|| format!("spawn {}", exe.display()))?;
+        children.push((i, child));
+    }
+    let mut codes: Vec<Option<i32>> = vec![None; cfg.procs];
+    let mut pending: Vec<(usize, Child)> = children;
+    let mut forwarded = false;
+    while !pending.is_empty() {
+        if SIGNALLED.load(Ordering::Relaxed) && !forwarded {
+            for (_, ch) in &pending {
+                // SAFETY: sending SIGTERM to our own child process.
+                unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
+            }
+            forwarded = true;
+        }
+        let mut still = Vec::new();
+        for (i, mut ch) in pending {
+            match ch.try_wait()? {
+                Some(st) => codes[i] = st.code(),
+                None => still.push((i, ch)),
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let mut parts = Vec::new();
+    for (i, code) in codes.iter().enumerate() {
+        if cfg.ranks_of_proc(i).is_empty() {
+            continue;
+        }
+        let p = dir.join(format!("truth-{i}.json"));
+        match truth::read(&p) {
+            Ok(mut t) => {
+                for pr in &mut t.procs {
+                    pr.exit_code = *code;
+                }
+                parts.push(t);
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                bail!("process {i} (exit {code:?}) left no truth: {e}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let merged = Truth::merge(parts);
+    if let Some(p) = &cfg.truth {
+        truth::write(&merged, p)?;
+    }
+    Ok(merged)
+}
