@@ -527,7 +527,7 @@ pub fn dumps_to_frames(dumps: &[Dump], next_src: &mut u32) -> Vec<SourceMsg> {
         out.push(frame(Frame::Hello(PluginHello {
             protocol: ncclprof_shared::PROTOCOL_VERSION,
             pid,
-            host: format!("dump:{host}"),
+            host: format!("pid {pid}"),
             uid: 0,
             cmdline: files
                 .iter()
@@ -535,7 +535,7 @@ pub fn dumps_to_frames(dumps: &[Dump], next_src: &mut u32) -> Vec<SourceMsg> {
                 .collect::<Vec<_>>()
                 .join(" "),
             api_version: 0,
-            plugin_version: "NCCL example profiler dump".into(),
+            plugin_version: format!("NCCL example profiler dump {host}"),
             mask: 0,
             active: false,
             clock: "example-plugin steady clock (aligned)".into(),
@@ -697,7 +697,7 @@ fn convert_dump(d: &Dump, b: &mut Builder, ns: &dyn Fn(f64) -> u64) {
                         o.p[4] = start;
                     }
                     o.end_ns = o.end_ns.max(end);
-                    o.flags = flags;
+                    o.flags = (o.flags & !(F_END_KNOWN | F_END_UNKNOWN)) | flags;
                     rec_of.insert(i, pi);
                     continue;
                 }

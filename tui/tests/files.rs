@@ -1,0 +1,345 @@
+//! Snapshot write → parse back → open round trip, example-plugin dumps with their quirks,
+//! snapshot failures, and the live source against a fake plugin process.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ncclprof_shared::kind::EventKind;
+use ncclprof_shared::record::{EventRecord, F_END_UNKNOWN, F_SEND};
+use ncclprof_tui::app::App;
+use ncclprof_tui::model::store::{ProcState, Store};
+use ncclprof_tui::model::{open, snapshot};
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Every record keyed by (pid, comm hash, rank), sorted, for comparing stores.
+fn records(st: &Store) -> Vec<(u32, u64, i32, Vec<EventRecord>)> {
+    let mut out = Vec::new();
+    for l in &st.lanes {
+        let p = &st.procs[l.key.proc];
+        let hash = p.comm(l.key.comm).map_or(0, |c| c.comm_hash);
+        let mut recs: Vec<EventRecord> = snapshot::lane_records(l)
+            .into_iter()
+            .map(|(_, mut r)| {
+                r.comm = 0; // comm indexes may differ; the hash is the key
+                r
+            })
+            .collect();
+        recs.sort_by_key(|r| (r.kind, r.start_ns, r.id, r.sub, r.p[0]));
+        out.push((p.pid, hash, l.key.rank, recs));
+    }
+    out.sort_by_key(|x| (x.0, x.1, x.2));
+    out
+}
+
+#[test]
+fn snapshot_roundtrips_through_open() {
+    let f = Fixture {
+        drops: 3,
+        ..Fixture::default()
+    };
+    let st = store(&f);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.json");
+    let s = snapshot::write(&st, &path).unwrap();
+    assert_eq!(s.processes, 4);
+    assert_eq!(s.events as usize, st.retained);
+    assert_eq!(s.dropped, 3);
+    // Valid Chrome trace JSON with readable tracks.
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let evs = v["traceEvents"].as_array().unwrap();
+    let names: Vec<&str> = evs
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"rank 3 · comm world · node-b · pid 103"),
+        "{names:?}"
+    );
+    let colls: Vec<&Value> = evs.iter().filter(|e| e["cat"] == "Coll").collect();
+    assert_eq!(colls.len(), 4 * 6);
+    let c = colls[0];
+    assert_eq!(c["ph"], "X");
+    assert_eq!(c["ts"].as_f64().unwrap(), (T0 as f64) / 1000.0);
+    assert_eq!(c["dur"].as_f64().unwrap(), 5000.0);
+    assert_eq!(c["args"]["Algorithm"], "RING");
+    assert_eq!(c["args"]["SeqNum"], 0);
+    assert_eq!(v["otherData"]["format"], snapshot::FORMAT);
+    assert_eq!(v["otherData"]["dropped"], 3);
+    assert_eq!(
+        v["otherData"]["hosts"],
+        serde_json::json!(["node-a", "node-b"])
+    );
+    // No temp files left behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+    let mut back = Store::new(1 << 30);
+    let notes = open::load(&mut back, &[path]).unwrap();
+    assert!(notes[0].contains("ncclprof snapshot"));
+    assert_eq!(records(&back), records(&st));
+    assert_eq!(back.dropped(), 3);
+    assert!(back.procs.iter().all(|p| p.state == ProcState::Offline));
+    assert_eq!(back.comms.len(), 1);
+    assert_eq!(back.comms[0].members.len(), 4);
+}
+
+#[test]
+fn snapshot_failure_is_reported_and_nothing_is_lost() {
+    let st = store(&Fixture::default());
+    let before = st.retained;
+    let e = snapshot::write(&st, std::path::Path::new("/nonexistent-dir/x/snap.json")).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(msg.contains("/nonexistent-dir/x"), "{msg}");
+    assert_eq!(st.retained, before);
+    // Through the app: the status bar carries the error.
+    let mut app = App::new(st, false, String::new());
+    app.snapshot_dir = "/nonexistent-dir/x".into();
+    let fx = app.update(ncclprof_tui::action::Action::Snapshot);
+    ncclprof_tui::event_loop::Effects::default().run(&mut app, fx);
+    assert!(matches!(app.last_snapshot, Some(Err(_))));
+    let t = render(&app, 200, 10);
+    assert!(format!("{}", t.backend()).contains("snapshot FAILED"));
+}
+
+#[test]
+fn example_plugin_dumps_open_with_quirks() {
+    let mut st = Store::new(1 << 30);
+    let files = [
+        fixture("nccl_prof_12345678_0.json"),
+        fixture("nccl_prof_12345678_1.json"),
+    ];
+    let notes = open::load(&mut st, &files).unwrap();
+    assert!(notes[1].contains("1 unreadable lines skipped"), "{notes:?}");
+    assert_eq!(st.procs.len(), 2);
+    assert_eq!(st.comms.len(), 1);
+    let g = &st.comms[0];
+    assert_eq!(g.hash, 12345678);
+    assert_eq!(g.nranks, 2);
+    assert_eq!(g.members.len(), 2);
+    let base = open::DUMP_BASE_NS;
+    let rows = st.lane_rows(0);
+    let ops = |i: usize| st.ops_in(rows[i].lane.unwrap(), 0, u64::MAX);
+    let r0 = ops(0);
+    let r1 = ops(1);
+    assert_eq!(r0.len(), 2);
+    assert_eq!(r1.len(), 2);
+    // Aligned on seq 0: both start at rank 0's 100 µs.
+    assert_eq!(r0[0].start, base + 100_000);
+    assert_eq!(r1[0].start, base + 100_000);
+    assert_eq!(r0[0].end, base + 200_000);
+    // Execution starts at the first kernel channel.
+    assert_eq!(r0[0].exec_start, base + 105_000);
+    assert_eq!(st.func_of(rows[0].lane.unwrap(), &r0[0]), "AllReduce");
+    let d = st.detail(rows[0].lane.unwrap(), &r0[0]);
+    assert_eq!(
+        (d.seq, d.count, d.dtype.as_str()),
+        (0, 262144, "ncclFloat32")
+    );
+    assert_eq!(
+        (d.algo.as_str(), d.proto.as_str(), d.n_channels),
+        ("RING", "SIMPLE", 2)
+    );
+    // Rank 1 arrives 5 µs late at seq 1, which never ended (truncated file).
+    assert_eq!(r1[1].start, base + 305_000);
+    assert!(r1[1].flags & F_END_UNKNOWN != 0);
+    let strag = st.stragglers_in(&rows, 0, u64::MAX);
+    assert_eq!(strag.get(&1).map(|s| (s.rank, s.lag_ns)), Some((1, 5_000)));
+    // Kernels: channel 1's stop was never recorded.
+    let l0 = rows[0].lane.unwrap();
+    let ks = st.kernels_of(l0, &r0[0]);
+    assert_eq!(ks.len(), 2);
+    assert_eq!((ks[0].channel, ks[0].end - ks[0].start), (0, 85_000));
+    assert_eq!(ks[1].end, ks[1].start);
+    assert!(ks[1].flags & F_END_UNKNOWN != 0);
+    // Proxy op (Schedule + Progress) and its step with three phases.
+    let po = st.proxy_ops_in(l0, 0, u64::MAX);
+    assert_eq!(po.len(), 1);
+    assert_eq!(po[0].start, base + 106_000);
+    assert_eq!(po[0].in_progress, base + 107_000);
+    assert_eq!(po[0].end, base + 180_000);
+    assert!(po[0].flags & F_SEND != 0);
+    assert_eq!(po[0].peer, 1);
+    let br = st.step_breakdown(l0, 0, u64::MAX);
+    let (ph, n) = br[&(0, 1, true)];
+    assert_eq!(n, 1);
+    assert_eq!(ph.map(|p| p.1), [2_000, 40_000, 20_000]);
+    // API calls: ts 0.0 begins repaired from the child; unquoted values parsed.
+    let other: Vec<EventRecord> = st.lanes[l0].other.iter().map(|(_, r)| *r).collect();
+    let api: Vec<&EventRecord> = other
+        .iter()
+        .filter(|r| r.kind == EventKind::CollApi as u8)
+        .collect();
+    assert_eq!(api.len(), 2);
+    assert_eq!(api[0].start_ns, base + 100_000);
+    assert_eq!(st.procs[0].string(api[0].strings()[1]), "ncclFloat32");
+    // All views render offline.
+    let mut app = App::new(st, false, "files".into());
+    app.fit_all();
+    for v in ncclprof_tui::ui::views::ViewId::ALL {
+        app.view = v;
+        render(&app, 100, 20);
+    }
+    app.view = ncclprof_tui::ui::views::ViewId::Timeline;
+    insta::assert_snapshot!("example_dump_timeline", render(&app, 100, 12).backend());
+}
+
+#[test]
+fn rejects_unknown_files_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.txt");
+    std::fs::write(&p, "hello").unwrap();
+    let e = open::load(&mut Store::new(1 << 20), &[p]).unwrap_err();
+    assert!(e.to_string().contains("neither an ncclprof snapshot"));
+    let e = open::load(&mut Store::new(1 << 20), &[dir.path().join("missing.json")]).unwrap_err();
+    assert!(e.to_string().contains("cannot read"));
+}
+
+mod fake_plugin {
+    use super::*;
+    use ipc_channel::ipc::IpcOneShotServer;
+    use ncclprof_shared::link::{self, ProcessEntry};
+    use ncclprof_shared::wire::{Frame, MaskAck, ViewerMsg, encode};
+
+    /// A fake plugin process (this test process) publishing an entry and streaming the
+    /// fixture's rank-0 frames, answering SetMask with MaskAck.
+    pub fn start(dir: &std::path::Path) -> std::thread::JoinHandle<Vec<u32>> {
+        let (server, name) = IpcOneShotServer::<ViewerMsg>::new().unwrap();
+        let me = std::process::id();
+        ProcessEntry {
+            protocol: ncclprof_shared::PROTOCOL_VERSION,
+            pid: me,
+            start_ticks: link::process_start_ticks(me).unwrap(),
+            host: "node-a".into(),
+            uid: link::my_uid(),
+            cmdline: "fake".into(),
+            api_version: 6,
+            comms: vec![],
+            server: name,
+            generation: 0,
+        }
+        .write(dir)
+        .unwrap();
+        std::thread::spawn(move || {
+            let (rx, first) = server.accept().unwrap();
+            let ViewerMsg::Hello { data, .. } = first else {
+                panic!("expected Hello");
+            };
+            for fr in frames(&Fixture::default(), 0) {
+                data.send(&encode(&fr).unwrap()).unwrap();
+            }
+            let mut got = Vec::new();
+            // Answer control messages until the viewer asks to stop.
+            while let Ok(m) = rx.try_recv_timeout(Duration::from_secs(10)) {
+                match m {
+                    ViewerMsg::SetMask(m) => {
+                        got.push(m);
+                        let ack = Frame::MaskAck(MaskAck {
+                            mask: m,
+                            active: true,
+                            requested: m,
+                        });
+                        data.send(&encode(&ack).unwrap()).unwrap();
+                    }
+                    ViewerMsg::Stop => break,
+                    _ => {}
+                }
+            }
+            got
+        })
+    }
+}
+
+#[test]
+fn live_source_connects_streams_and_controls() {
+    use ncclprof_tui::event_loop::{Effects, ingest_turn};
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("rdv");
+    ncclprof_shared::link::ensure_dir(&dir).unwrap();
+    let plugin = fake_plugin::start(&dir);
+    let live = ncclprof_tui::model::source::live(dir.clone());
+    let mut app = App::new(Store::new(1 << 30), true, String::new());
+    let mut fx = Effects::default();
+    let t0 = Instant::now();
+    while app.store.retained < 78 || fx.controls.is_empty() {
+        ingest_turn(&mut app, &live, &mut fx);
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no data: {:?}",
+            app.store.errors
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(app.store.procs.len(), 1);
+    assert_eq!(app.store.procs[0].host, "node-a");
+    assert_eq!(app.store.comms[0].name, "world");
+    // Toggle a kind: sent, pending until the ack arrives.
+    app.view = ncclprof_tui::ui::views::ViewId::Mask;
+    let effects = app.update(ncclprof_tui::action::Action::MaskToggle);
+    fx.run(&mut app, effects);
+    assert!(!app.store.procs[0].acked);
+    let want = ncclprof_shared::mask::DEFAULT ^ 1;
+    while !(app.store.procs[0].acked && app.store.procs[0].mask == want) {
+        ingest_turn(&mut app, &live, &mut fx);
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Stop: the fake plugin leaves; the stream closes and the process shows as ended.
+    let effects = app.update(ncclprof_tui::action::Action::StartStop);
+    fx.run(&mut app, effects);
+    assert_eq!(plugin.join().unwrap(), vec![want]);
+    while app.store.procs[0].state == ProcState::Live {
+        ingest_turn(&mut app, &live, &mut fx);
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(matches!(app.store.procs[0].state, ProcState::Ended(_)));
+    assert!(fx.controls.is_empty());
+}
+
+#[test]
+fn record_writes_a_snapshot_headlessly() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("rdv");
+    ncclprof_shared::link::ensure_dir(&dir).unwrap();
+    let out = t.path().join("rec.json");
+    let g = ncclprof_tui::cli::Global {
+        max_memory: 1 << 30,
+        no_color: true,
+    };
+    // Empty directory: still a valid (empty) snapshot.
+    let line = ncclprof_tui::commands::record(
+        &g,
+        ncclprof_tui::cli::RecordArgs {
+            duration: Duration::from_millis(200),
+            output: out.clone(),
+            dir: Some(dir.clone()),
+        },
+    )
+    .unwrap();
+    assert!(
+        line.starts_with("recorded 0 processes, 0 events, 0 drops"),
+        "{line}"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["otherData"]["format"], snapshot::FORMAT);
+    // A directory that is not private is refused with the reason.
+    let e = ncclprof_tui::commands::record(
+        &g,
+        ncclprof_tui::cli::RecordArgs {
+            duration: Duration::from_millis(10),
+            output: out,
+            dir: Some(t.path().join("missing")),
+        },
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("cannot record from"));
+}
