@@ -21,6 +21,9 @@ use std::time::Duration;
 /// The core's one process-global activation mask (`ncclProfilerEventMask`).
 pub static MASK: AtomicI32 = AtomicI32::new(0);
 
+/// Serialises in-process runs: they share the process-global mask, as NCCL communicators do.
+static RUN_LOCK: Mutex<()> = Mutex::new(());
+
 /// Set by SIGTERM/SIGINT in the binary.
 pub static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
@@ -212,6 +215,7 @@ pub fn run_process(
     if cfg.ranks == 0 || cfg.comms == 0 {
         bail!("--ranks and --comms must be at least 1");
     }
+    let _guard = RUN_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     crate::plugin::set_log_quiet(cfg.quiet);
     let log0 = crate::plugin::log_calls();
     let plugin = Plugin::load(&cfg.plugin, cfg.api)?;
@@ -284,8 +288,10 @@ pub fn run_process(
     }
 
     let t0 = cfg.epoch_ns.unwrap_or_else(|| monotonic_ns() + 1_000_000);
+    let mut cfg_v = cfg.clone();
+    cfg_v.api = Some(v);
     let shared = Arc::new(Shared {
-        cfg: cfg.clone(),
+        cfg: cfg_v,
         plugin,
         v,
         t0,
@@ -655,7 +661,12 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
             && row.comm == 0
             && d.seq == row.k
         {
-            std::thread::sleep(Duration::from_millis(2));
+            // die while the operation is in flight: once the proxy has taken it (or 50 ms)
+            let t_end = monotonic_ns() + 50_000_000;
+            while !cr.queue.lock().unwrap().items.is_empty() && monotonic_ns() < t_end {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            std::thread::sleep(Duration::from_micros(200));
             sh.died.store(true, Ordering::Relaxed);
             sh.stop.store(true, Ordering::Relaxed);
             break;
