@@ -25,7 +25,7 @@ use ncclprof_shared::record::*;
 use ncclprof_shared::wire::{DropReason, InFlight, OpenOp};
 
 use crate::gpuclock::GpuClock;
-use crate::ring::{OP_STATE, OP_STOP, RF_FOREIGN, RF_PARENT_NULL, Raw};
+use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_FOREIGN, RF_PARENT_NULL, Raw};
 
 /// Per-context facts completion needs (filled by the drain thread from the context slots).
 #[derive(Clone, Copy, Debug, Default)]
@@ -46,7 +46,9 @@ struct Open {
     kernels_expected: u32,
     kernels_done: u32,
     end_max: u64,
+    /// Earliest child start: kernels (GPU time) if any, else ProxyOp InProgress.
     exec_min: u64,
+    kernel_min: u64,
     last_activity: u64,
     /// ProxyOp: progressed (InProgress or a legacy state seen).
     progressed: bool,
@@ -73,6 +75,7 @@ impl Open {
             kernels_done: 0,
             end_max: 0,
             exec_min: u64::MAX,
+            kernel_min: u64::MAX,
             last_activity: now,
             progressed: false,
             gpu: [0; 2],
@@ -81,6 +84,14 @@ impl Open {
             quiet: 0,
         }
     }
+}
+
+/// One raw record with its host time and its context's rank.
+#[derive(Clone, Copy, Debug)]
+pub struct Item {
+    pub raw: Raw,
+    pub ns: u64,
+    pub rank: i32,
 }
 
 fn is_container(k: EventKind) -> bool {
@@ -105,6 +116,10 @@ pub struct Completion {
     /// Completed records not yet taken.
     out: Vec<EventRecord>,
     dirty: Vec<u64>,
+    /// Records whose parent (or own start) was not seen yet: another thread's ring may hold
+    /// it beyond this pass's snapshot. Retried once in the next pass.
+    deferred: Vec<Item>,
+    deferred_ids: std::collections::HashSet<u64>,
     pub captured: [u64; EventKind::COUNT],
     pub completed: [u64; EventKind::COUNT],
     pub dropped: [u64; DropReason::COUNT],
@@ -130,6 +145,8 @@ impl Completion {
             gpu_timer_hz,
             out: Vec::with_capacity(4096),
             dirty: Vec::new(),
+            deferred: Vec::new(),
+            deferred_ids: std::collections::HashSet::new(),
             captured: [0; EventKind::COUNT],
             completed: [0; EventKind::COUNT],
             dropped: [0; DropReason::COUNT],
@@ -153,11 +170,46 @@ impl Completion {
         self.out.push(rec);
     }
 
-    /// Phase A: a start record. `ns` = its host time; `kernel_on` = KernelCh bit in force.
-    pub fn start(&mut self, r: &Raw, ns: u64, ctx: CtxInfo, kernel_on: bool) {
+    /// One drain pass over the records read from all rings: first every start (records
+    /// deferred by the previous pass first), then every state and stop.
+    pub fn pass(&mut self, items: &[Item], kernel_on: bool) {
+        let mut carried = std::mem::take(&mut self.deferred);
+        self.deferred_ids.clear();
+        // Parents were captured before their children (one invariant clock for all threads):
+        // time order lets a deferred child find a parent deferred in the same pass.
+        carried.sort_by_key(|i| i.raw.ts);
+        for it in carried.iter().filter(|i| i.raw.op == OP_START) {
+            self.start(it, kernel_on, true);
+        }
+        for it in items.iter().filter(|i| i.raw.op == OP_START) {
+            self.start(it, kernel_on, false);
+        }
+        for it in carried.iter().filter(|i| i.raw.op != OP_START) {
+            self.state_or_stop(it, true);
+        }
+        for it in items.iter().filter(|i| i.raw.op != OP_START) {
+            self.state_or_stop(it, false);
+        }
+    }
+
+    /// Phase A: a start record; `kernel_on` = KernelCh bit in force. A start whose parent is
+    /// not known yet is deferred once (`retry` = this is the second try): the parent may sit
+    /// in another thread's ring beyond this pass's snapshot.
+    fn start(&mut self, it: &Item, kernel_on: bool, retry: bool) {
+        let (r, ns, ctx) = (&it.raw, it.ns, CtxInfo { rank: it.rank });
         let Some(kind) = EventKind::from_u8(r.kind) else {
             return;
         };
+        if !retry
+            && r.flags & (RF_PARENT_NULL | RF_FOREIGN) == 0
+            && r.parent != 0
+            && !self.table.contains_key(&r.parent)
+            && crate::handle::kind_of(r.parent).is_some()
+        {
+            self.deferred.push(*it);
+            self.deferred_ids.insert(r.id);
+            return;
+        }
         self.captured[kind as usize] += 1;
         if self.table.len() >= self.max_open {
             self.dropped[DropReason::TableFull as usize] += 1;
@@ -345,8 +397,13 @@ impl Completion {
         self.table.insert(r.id, o);
     }
 
-    /// Phase B: a state or stop record.
-    pub fn state_or_stop(&mut self, r: &Raw, ns: u64) {
+    /// Phase B: a state or stop record (deferred with its start if that was deferred).
+    fn state_or_stop(&mut self, it: &Item, retry: bool) {
+        let (r, ns) = (&it.raw, it.ns);
+        if !retry && self.deferred_ids.contains(&r.id) {
+            self.deferred.push(*it);
+            return;
+        }
         if r.op == OP_STOP {
             self.stop(r, ns);
         } else if r.op == OP_STATE {
@@ -570,7 +627,11 @@ impl Completion {
             p.end_max = p.end_max.max(end);
         }
         if start != 0 {
-            p.exec_min = p.exec_min.min(start);
+            if kind == EventKind::KernelCh {
+                p.kernel_min = p.kernel_min.min(start);
+            } else {
+                p.exec_min = p.exec_min.min(start);
+            }
         }
         p.last_activity = now;
         p.quiet = 0;
@@ -640,8 +701,13 @@ impl Completion {
                 F_END_UNKNOWN
             };
         }
-        if o.exec_min != u64::MAX && matches!(kind, Some(EventKind::Coll | EventKind::P2p)) {
-            rec.p[5] = o.exec_min;
+        let exec = if o.kernel_min != u64::MAX {
+            o.kernel_min
+        } else {
+            o.exec_min
+        };
+        if exec != u64::MAX && matches!(kind, Some(EventKind::Coll | EventKind::P2p)) {
+            rec.p[5] = exec;
         }
         let (parent, flags, start, end) = (
             rec.parent,
@@ -742,6 +808,28 @@ impl Completion {
     /// Report everything still open (finalize of the last communicator): containers with
     /// their best-known end, flagged in flight.
     pub fn flush_open(&mut self, now: u64) {
+        self.end_pass(now);
+        // Non-network ProxyOps never stop: report them now (their parents may be waiting).
+        let orphans: Vec<u64> = self
+            .table
+            .iter()
+            .filter(|(_, o)| o.rec.kind() == Some(EventKind::ProxyOp) && !o.progressed)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in orphans {
+            if let Some(mut o) = self.table.remove(&id) {
+                o.rec.flags |= F_NOT_NETWORK | F_END_UNKNOWN;
+                let (parent, flags) = (o.rec.parent, o.rec.flags);
+                self.emit(o.rec);
+                if flags & F_FOREIGN == 0
+                    && let Some(p) = self.table.get_mut(&parent)
+                {
+                    p.pending = p.pending.saturating_sub(1);
+                    p.unprogressed = p.unprogressed.saturating_sub(1);
+                    self.dirty.push(parent);
+                }
+            }
+        }
         self.end_pass(now);
         let ids: Vec<u64> = self
             .table

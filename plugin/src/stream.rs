@@ -26,8 +26,8 @@ use ncclprof_shared::wire::{
 
 use crate::Plugin;
 use crate::clock::Calibration;
-use crate::completion::{Completion, CtxInfo};
-use crate::ring::{OP_START, Raw};
+use crate::completion::{Completion, Item};
+use crate::ring::Raw;
 
 /// Messages to the drain thread.
 pub enum DrainMsg {
@@ -154,22 +154,19 @@ impl Drain {
             }
             ranges.push((ring, from, h));
         }
-        for r in &self.scratch {
-            if r.op == OP_START {
-                let ns = self.cal.to_ns(r.ts);
-                let rank = p
+        let items: Vec<Item> = self
+            .scratch
+            .iter()
+            .map(|r| Item {
+                raw: *r,
+                ns: self.cal.to_ns(r.ts),
+                rank: p
                     .contexts
                     .get(r.ctx)
-                    .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
-                self.completion.start(r, ns, CtxInfo { rank }, kernel_on);
-            }
-        }
-        for r in &self.scratch {
-            if r.op != OP_START {
-                let ns = self.cal.to_ns(r.ts);
-                self.completion.state_or_stop(r, ns);
-            }
-        }
+                    .map_or(-1, |s| s.rank.load(Ordering::Relaxed)),
+            })
+            .collect();
+        self.completion.pass(&items, kernel_on);
         for (ring, _, h) in ranges {
             ring.release(h);
             p.rings.recycle_if_retired(ring);
@@ -370,6 +367,8 @@ impl Drain {
                 self.last_requested = req;
             }
             DrainMsg::Flush(reply, last) => {
+                // Twice: the second pass settles records deferred by the first.
+                self.pass();
                 self.pass();
                 if last {
                     self.completion.flush_open(monotonic_ns());

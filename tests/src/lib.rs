@@ -1,1 +1,156 @@
-//! placeholder
+//! Shared helpers of the end-to-end tests: locate the built plugin, run the fake NCCL host
+//! in this process, attach a viewer and collect what the plugin streamed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ncclprof_shared::link::{self, ProcessEntry};
+use ncclprof_shared::record::EventRecord;
+use ncclprof_shared::wire::{self, Frame, ViewerMsg};
+
+pub mod e2e;
+
+/// `target/<profile>/` of this build.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("deps dir");
+    deps.parent().expect("profile dir").to_path_buf()
+}
+
+/// Path of a built workspace artifact (plugin .so or binary), brought up to date first:
+/// these are not dependencies of the test crate, so `cargo test` alone would not rebuild them.
+pub fn artifact(name: &str, package: &str) -> PathBuf {
+    let p = target_dir().join(name);
+    let profile = target_dir()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", package]);
+    if profile == "release" {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("run cargo build");
+    assert!(status.success(), "cargo build -p {package} failed");
+    assert!(p.exists(), "{} missing after build", p.display());
+    p
+}
+
+pub fn plugin_path() -> PathBuf {
+    artifact("libnccl_profiler_ncclprof.so", "ncclprof-plugin")
+}
+
+pub fn noop_path() -> PathBuf {
+    artifact("libnccl_profiler_noop.so", "ncclprof-noop-plugin")
+}
+
+/// Wait until `pred` holds or `timeout` passes.
+pub fn wait_for(timeout: Duration, mut pred: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if pred() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    pred()
+}
+
+/// Everything one viewer connection received.
+#[derive(Debug, Default, Clone)]
+pub struct Received {
+    pub frames: Vec<Frame>,
+}
+
+impl Received {
+    pub fn records(&self) -> Vec<EventRecord> {
+        self.frames
+            .iter()
+            .filter_map(|f| match f {
+                Frame::Events(r) => Some(r.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+    pub fn strings(&self) -> HashMap<u16, String> {
+        self.frames
+            .iter()
+            .filter_map(|f| match f {
+                Frame::Meta(m) => Some(m.strings.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+    pub fn last_counters(&self) -> Option<wire::Counters> {
+        self.frames.iter().rev().find_map(|f| match f {
+            Frame::Counters(c) => Some(c.clone()),
+            _ => None,
+        })
+    }
+}
+
+/// A viewer connection that collects frames on a thread.
+pub struct Viewer {
+    pub control: ipc_channel::ipc::IpcSender<ViewerMsg>,
+    rx: std::sync::mpsc::Receiver<Frame>,
+    pub got: Received,
+}
+
+impl Viewer {
+    /// Connect to process `pid`'s entry in `dir` (waits up to 5 s for a server).
+    pub fn attach(dir: &Path, pid: u32) -> Viewer {
+        let path = ProcessEntry::path(dir, pid);
+        let mut entry = None;
+        assert!(
+            wait_for(Duration::from_secs(5), || {
+                entry = ProcessEntry::read(&path)
+                    .ok()
+                    .filter(|e| !e.server.is_empty());
+                entry.is_some()
+            }),
+            "no rendezvous entry with a server at {}",
+            path.display()
+        );
+        let conn = link::connect(&entry.expect("entry")).expect("connect");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let data = conn.data;
+        std::thread::spawn(move || {
+            while let Ok(bytes) = data.recv() {
+                match wire::decode(&bytes) {
+                    Ok(f) => {
+                        if tx.send(f).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => panic!("plugin sent an undecodable frame: {e}"),
+                }
+            }
+        });
+        Viewer {
+            control: conn.control,
+            rx,
+            got: Received::default(),
+        }
+    }
+
+    /// Collect frames until `pred` holds on what was received (or the timeout).
+    pub fn until(&mut self, timeout: Duration, mut pred: impl FnMut(&Received) -> bool) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            while let Ok(f) = self.rx.try_recv() {
+                self.got.frames.push(f);
+            }
+            if pred(&self.got) {
+                return true;
+            }
+            if Instant::now() > end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
