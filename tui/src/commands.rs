@@ -1,5 +1,6 @@
 //! What each subcommand does.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -152,12 +153,16 @@ struct ChildGuard(Child);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
-        // SIGTERM first so the sim finalizes; then make sure.
-        let pid = self.0.id() as i32;
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(pid.to_string())
-            .status();
+        // SIGTERM to the whole process group (the sim re-spawns itself per process) so every
+        // process finalizes; then make sure.
+        let pid = self.0.id();
+        let group = |sig: &str| {
+            let _ = Command::new("kill")
+                .args([sig, "--", &format!("-{pid}")])
+                .stderr(Stdio::null())
+                .status();
+        };
+        group("-TERM");
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_millis(1500) {
             if let Ok(Some(_)) = self.0.try_wait() {
@@ -165,6 +170,7 @@ impl Drop for ChildGuard {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        group("-KILL");
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -205,13 +211,16 @@ fn demo(g: &Global, a: DemoArgs) -> anyhow::Result<()> {
         .args(["--straggler", &a.straggler])
         .args(["--rate", &a.rate.to_string()])
         .args(["--duration", &a.duration.to_string()])
-        .args(["--workload", &a.workload])
-        .arg("--quiet")
-        .args(&a.sim_args)
+        .args(["--workload", &a.workload]);
+    if sim_supports(&sim, "--quiet") {
+        cmd.arg("--quiet");
+    }
+    cmd.args(&a.sim_args)
         .env("NCCLPROF_DIR", &dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log);
+        .stderr(log)
+        .process_group(0);
     let child = cmd
         .spawn()
         .with_context(|| format!("cannot start {}", sim.display()))?;
@@ -237,6 +246,17 @@ fn demo(g: &Global, a: DemoArgs) -> anyhow::Result<()> {
     );
     drop(guard);
     r
+}
+
+/// Whether `sim --help` mentions `flag` (older simulators lack some flags).
+fn sim_supports(sim: &Path, flag: &str) -> bool {
+    Command::new(sim)
+        .arg("--help")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains(flag))
+        .unwrap_or(false)
 }
 
 fn exe_name() -> String {

@@ -262,11 +262,16 @@ fn details(
         return;
     };
     let d = s.detail(k.lane, &o);
+    let seq = if d.kind == "P2p" {
+        "-".to_string()
+    } else {
+        d.seq.to_string()
+    };
     let l1 = format!(
         "{} {} seq {} · rank {} · count {} {} · {}/{} · {} ch{}",
         d.kind,
         d.func,
-        d.seq,
+        seq,
         d.rank,
         d.count,
         d.dtype,
