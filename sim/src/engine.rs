@@ -305,10 +305,21 @@ pub fn run_process(
 
     let mut crs: Vec<Arc<CommRank>> = Vec::new();
     for &(c, r, ctx, rc) in &inits {
-        if rc != 0 && !cfg.quiet {
-            eprintln!(
-                "ncclprof-sim: init of comm {c} rank {r} returned {rc} (ignored, as NCCL 2.28+)"
-            );
+        if rc != 0 {
+            if v <= 4 {
+                // 2.23–2.27: a failing init turns the profiler off for the whole process
+                shared.plugin.disabled.store(true, Ordering::Relaxed);
+            }
+            if !cfg.quiet {
+                eprintln!(
+                    "ncclprof-sim: init of comm {c} rank {r} returned {rc} ({})",
+                    if v <= 4 {
+                        "profiler disabled, as NCCL 2.23-2.27"
+                    } else {
+                        "ignored, as NCCL 2.28+"
+                    }
+                );
+            }
         }
         let g = hash(&[cfg.seed, 0x6B0, r as u64]);
         let spread = cfg.gpu_drift_ppm * (2.0 * unit(&[g, 1]) - 1.0);
@@ -383,7 +394,7 @@ pub fn run_process(
 
     // ---- teardown: finalize per communicator (not for a dead process)
     let mut finalizes = 0;
-    if !died {
+    if !died && !shared.plugin.disabled.load(Ordering::Relaxed) {
         for cr in &crs {
             if v <= 4 || cr.ctx != 0 {
                 shared.plugin.finalize(cr.ctx);

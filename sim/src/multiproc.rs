@@ -9,11 +9,36 @@ use std::process::{Child, Command};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// The simulator binary: the current executable if it is `ncclprof-sim`, else an
+/// `ncclprof-sim` next to it or one directory up (a test binary in `target/debug/deps`).
+pub fn find_sim_exe() -> Result<std::path::PathBuf> {
+    let me = std::env::current_exe().context("current_exe")?;
+    if me
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("ncclprof-sim"))
+    {
+        return Ok(me);
+    }
+    let mut dir = me.parent();
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        let c = d.join("ncclprof-sim");
+        if c.exists() {
+            return Ok(c);
+        }
+        dir = d.parent();
+    }
+    bail!(
+        "--procs > 1 needs the ncclprof-sim binary: set SimConfig::sim_exe or NCCLPROF_SIM_EXE (not found near {})",
+        me.display()
+    )
+}
+
 /// Spawns the children, waits for them (forwarding SIGTERM), merges their truths.
 pub fn run_parent(cfg: &SimConfig) -> Result<Truth> {
     let exe = match &cfg.sim_exe {
         Some(p) => p.clone(),
-        None => std::env::current_exe().context("current_exe")?,
+        None => find_sim_exe()?,
     };
     let dir = std::env::temp_dir().join(format!(
         "ncclprof-sim-{}-{}",

@@ -35,6 +35,14 @@ fn sane(t: &Truth) {
                     assert!(p.in_progress.is_none() && p.stop.is_none() && p.steps.is_empty());
                 }
                 assert!(p.steps.len() as u64 <= p.steps_started);
+                // at most NCCL_STEPS = 8 steps of one op open at once
+                for (i, s) in p.steps.iter().enumerate() {
+                    let open = p.steps[..i]
+                        .iter()
+                        .filter(|x| x.stop.is_none_or(|e| e > s.start))
+                        .count();
+                    assert!(open < 8, "step {} starts with {open} steps open", s.step);
+                }
                 for s in &p.steps {
                     let mut last = s.start;
                     for &(_, ts) in &s.states {
@@ -465,4 +473,65 @@ fn default_for_is_fast() {
     assert_eq!(c.rate, 0.0);
     assert_eq!(c.ranks, 8);
     assert!(run(&c).is_err(), "a missing plugin is an error");
+}
+
+#[test]
+fn slow_channel_takes_longer() {
+    let mut c = small();
+    c.rate = 1.0;
+    c.iterations = 2;
+    c.sizes = ncclprof_sim::config::Sizes(vec![4 << 20]);
+    c.slow_channel = vec![ncclprof_sim::config::ChannelFactor {
+        channel: 0,
+        factor: 10.0,
+    }];
+    let t = run(&c).unwrap();
+    let mut slow = 0u64;
+    let mut fast = 0u64;
+    for o in t.ranks.iter().flat_map(|r| &r.ops) {
+        for ch in &o.channels {
+            let d = ch.gpu_end_host.unwrap() - ch.gpu_start_host;
+            if ch.channel == 0 {
+                slow = slow.max(d)
+            } else {
+                fast = fast.max(d)
+            }
+        }
+    }
+    assert!(
+        slow > 2 * fast,
+        "slow channel {slow} ns vs others {fast} ns"
+    );
+}
+
+#[test]
+fn binary_die_exits_1_with_truth() {
+    let dir = std::env::temp_dir().join(format!("ncclprof-sim-die-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("t.json");
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_ncclprof-sim"))
+        .args([
+            "--ranks",
+            "2",
+            "--iterations",
+            "5",
+            "--rate",
+            "0",
+            "--mask",
+            "32767",
+            "--quiet",
+            "--die",
+            "0:2",
+        ])
+        .arg("--plugin")
+        .arg(noop_plugin())
+        .arg("--truth")
+        .arg(&f)
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(1));
+    let t = ncclprof_sim::truth::read(&f).unwrap();
+    assert!(t.procs[0].died);
+    assert_eq!(t.finalizes, 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
