@@ -36,6 +36,9 @@ pub struct Config {
     pub max_open: usize,
     pub force_monotonic: bool,
     pub gpu_timer_hz: f64,
+    /// Fault injection for tests only (undocumented for users): panic in the cold
+    /// unknown-event-type path.
+    pub test_panic_on_unknown_type: bool,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -83,6 +86,7 @@ impl Config {
             max_open: num("NCCLPROF_MAX_OPEN", 262_144usize).max(1024),
             force_monotonic: var("NCCLPROF_CLOCK").is_some_and(|v| v.trim() == "monotonic"),
             gpu_timer_hz: num("NCCLPROF_GPU_TIMER_HZ", 0.0f64),
+            test_panic_on_unknown_type: flag("NCCLPROF_TEST_PANIC_ON_UNKNOWN_TYPE"),
         }
     }
 }

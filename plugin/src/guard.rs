@@ -15,13 +15,27 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
+static LAST_PANIC: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// Replace the default panic hook (this cdylib has its own std, so only the plugin's panics
+/// reach it): remember the message for the one log line instead of printing to the job's
+/// stderr.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        if let Ok(mut m) = LAST_PANIC.try_lock() {
+            *m = info.to_string();
+        }
+    }));
+}
+
 /// Disable the plugin and log `why` once.
 #[cold]
 pub fn disable(why: &str) {
     ENABLED.store(false, Ordering::Relaxed);
     if !LOGGED.swap(true, Ordering::Relaxed) {
+        let detail = LAST_PANIC.try_lock().map(|m| m.clone()).unwrap_or_default();
         crate::nccl_log::warn(&format!(
-            "profiler plugin disabled for this process: {why}. The job continues unprofiled."
+            "profiler plugin disabled for this process: {why} ({detail}). The job continues unprofiled."
         ));
     }
 }

@@ -65,9 +65,15 @@ impl Plugin {
         self.shutdown.load(Ordering::Relaxed)
     }
 
+    /// A descriptor with an event type this build does not know (a future API's): counted,
+    /// no handle. Also the (cold) place of the fault-injection hook the reliability tests use
+    /// to prove that a panic never reaches NCCL: `NCCLPROF_TEST_PANIC_ON_UNKNOWN_TYPE=1`.
     #[cold]
     pub fn count_unknown_type(&self) {
         self.unknown_types.fetch_add(1, Ordering::Relaxed);
+        if self.config.test_panic_on_unknown_type {
+            panic!("fault injection: NCCLPROF_TEST_PANIC_ON_UNKNOWN_TYPE");
+        }
     }
 
     /// Text of an interned string id (drain side).

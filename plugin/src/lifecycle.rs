@@ -81,6 +81,7 @@ fn create() -> Option<&'static Plugin> {
         config: cfg,
     }));
     if !forked {
+        guard::install_panic_hook();
         // SAFETY: registering a plain extern "C" handler; no other preconditions.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     }
