@@ -149,6 +149,17 @@ fn parse_api(s: &str) -> Result<u32, String> {
     }
 }
 
+/// Parses a mask: decimal or 0x-prefixed hex.
+fn parse_mask(s: &str) -> Result<i32, String> {
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => i64::from_str_radix(h, 16),
+        None => t.parse::<i64>(),
+    }
+    .map_err(|_| format!("bad mask '{s}'"))?;
+    i32::try_from(v).map_err(|_| format!("mask '{s}' out of range"))
+}
+
 fn parse_fraction(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("bad fraction '{s}'"))?;
     if (0.0..=1.0).contains(&v) {
@@ -271,12 +282,12 @@ pub struct SimConfig {
     #[arg(long, value_enum, default_value_t = NetKind::Ib)]
     pub net: NetKind,
 
-    /// Initial value of the core's global activation mask, before the plugin's init may overwrite it.
-    #[arg(long, default_value_t = 0)]
+    /// Initial value (decimal or 0x hex) of the core's global activation mask, before the plugin's init may overwrite it.
+    #[arg(long, default_value_t = 0, value_parser = parse_mask)]
     pub mask: i32,
 
-    /// Store this value into the global mask after every init, overriding what the plugin wrote.
-    #[arg(long)]
+    /// Store this value (decimal or 0x hex) into the global mask after every init, overriding what the plugin wrote.
+    #[arg(long, value_parser = parse_mask)]
     pub force_mask: Option<i32>,
 
     /// Write the JSON ground truth to this file at the end (also on SIGTERM, duration end, or --die).
@@ -449,6 +460,8 @@ mod tests {
         );
         assert_eq!(parse_sizes("1..64:4").unwrap().0, vec![1, 4, 16, 64]);
         assert_eq!(parse_duration_ns("2ms").unwrap(), 2_000_000);
+        assert_eq!(parse_mask("0x7fff").unwrap(), 32767);
+        assert_eq!(parse_mask("8").unwrap(), 8);
         assert_eq!(parse_duration_ns("150us").unwrap(), 150_000);
         assert_eq!(
             parse_rank_delay("3:2ms").unwrap(),
