@@ -41,7 +41,7 @@ pub struct Cli {
 pub struct Global {
     /// Memory cap for retained events (e.g. 1GiB, 512MiB); the oldest are evicted beyond it,
     /// and the eviction count is shown in the status bar.
-    #[arg(long, global = true, env = "NCCLPROF_MAX_MEMORY", default_value = "1GiB", value_parser = units::parse_bytes)]
+    #[arg(long, global = true, env = "NCCLPROF_MAX_MEMORY", hide_env_values = true, default_value = "1GiB", value_parser = units::parse_bytes)]
     pub max_memory: u64,
     /// Disable colours (also when the NO_COLOR environment variable is set and non-empty).
     #[arg(long, global = true)]
@@ -63,7 +63,7 @@ pub enum Cmd {
 #[derive(Debug, Clone, Args)]
 pub struct LiveArgs {
     /// Rendezvous directory (must be yours, mode 0700).
-    #[arg(long, env = "NCCLPROF_DIR")]
+    #[arg(long, env = "NCCLPROF_DIR", hide_env_values = true)]
     pub dir: Option<PathBuf>,
 }
 
@@ -88,10 +88,10 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 0.0)]
     pub duration: f64,
     /// The plugin library (default: libnccl_profiler_ncclprof.so next to this binary or in ../).
-    #[arg(long, env = "NCCLPROF_PLUGIN")]
+    #[arg(long, env = "NCCLPROF_PLUGIN", hide_env_values = true)]
     pub plugin: Option<PathBuf>,
     /// The simulator binary (default: ncclprof-sim next to this binary, then on PATH).
-    #[arg(long, env = "NCCLPROF_SIM")]
+    #[arg(long, env = "NCCLPROF_SIM", hide_env_values = true)]
     pub sim: Option<PathBuf>,
     /// Extra arguments passed to ncclprof-sim as they are (after `--`).
     #[arg(last = true)]
@@ -114,7 +114,7 @@ pub struct RecordArgs {
     #[arg(long, short)]
     pub output: PathBuf,
     /// Rendezvous directory (must be yours, mode 0700).
-    #[arg(long, env = "NCCLPROF_DIR")]
+    #[arg(long, env = "NCCLPROF_DIR", hide_env_values = true)]
     pub dir: Option<PathBuf>,
 }
 
@@ -137,7 +137,9 @@ mod tests {
     fn parses_subcommands() {
         let c = Cli::try_parse_from(["ncclprof-tui"]).unwrap();
         assert!(c.cmd.is_none());
-        assert_eq!(c.global.max_memory, 1 << 30);
+        if std::env::var_os("NCCLPROF_MAX_MEMORY").is_none() {
+            assert_eq!(c.global.max_memory, 1 << 30);
+        }
         let c = Cli::try_parse_from([
             "ncclprof-tui",
             "record",

@@ -163,3 +163,59 @@ fn malformed_frame_is_shown() {
     let text = format!("{}", t.backend());
     assert!(text.contains("unknown frame kind 99"), "{text}");
 }
+
+#[test]
+fn no_color_keeps_meaning_without_colours() {
+    let f = Fixture {
+        hung: Some(2),
+        drops: 5,
+        ..Fixture::default()
+    };
+    let mut app = app(&f);
+    app.no_color = true;
+    app.tl.span = 8_000 * MS;
+    app.tl.end = app.store.t_now + 500 * MS;
+    let t = render(&app, 100, 20);
+    let buf = t.backend().buffer();
+    for c in buf.content() {
+        assert_eq!(
+            c.fg,
+            ratatui::style::Color::Reset,
+            "colour used with NO_COLOR"
+        );
+    }
+    let text = format!("{}", t.backend());
+    assert!(text.contains("HUNG") && text.contains("drops 5"));
+    // With colour, the hung op is red.
+    app.no_color = false;
+    let t = render(&app, 100, 20);
+    let red = t
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .any(|c| c.symbol() == "▓" && c.fg == ratatui::style::Color::Red);
+    assert!(red);
+}
+
+#[test]
+fn cli_help_texts() {
+    use clap::CommandFactory;
+    let mut cmd = ncclprof_tui::cli::Cli::command().term_width(100);
+    insta::assert_snapshot!("help_main", cmd.render_long_help().to_string());
+    for sub in ["live", "demo", "open", "record"] {
+        let mut cmd = ncclprof_tui::cli::Cli::command().term_width(100);
+        let s = cmd.find_subcommand_mut(sub).unwrap();
+        let text = s.render_long_help().to_string();
+        insta::assert_snapshot!(format!("help_{sub}"), text);
+    }
+}
+
+#[test]
+fn keymap_binding_list() {
+    let lines: Vec<String> = ncclprof_tui::keymap::help_lines()
+        .into_iter()
+        .map(|(h, t)| h.map_or(t, |h| format!("[{h}]")))
+        .collect();
+    insta::assert_snapshot!("bindings", lines.join("\n"));
+}

@@ -5,6 +5,9 @@ use ncclprof_shared::kind::{EventKind, StepPhase};
 use super::analysis;
 use super::store::{CommGroup, Kernel, LaneKey, Op, OpenRow, Proc, ProxyOp, Step, Store};
 
+/// Most steps per lane the proxy breakdown reads per frame before sampling.
+pub const MAX_STEPS_PER_LANE: usize = 4096;
+
 /// Step phase sums (and step counts) keyed by (channel, peer, send).
 pub type StepBreakdown = std::collections::BTreeMap<(u8, u16, bool), ([(StepPhase, u64); 3], u64)>;
 
@@ -101,6 +104,40 @@ impl Store {
         };
         let mut v: Vec<Op> = l.ops.window(from, to).map(|(_, o)| *o).collect();
         v.sort_by_key(|o| (o.start, o.id));
+        v
+    }
+
+    /// Ops of a lane in the window, at most about one per `cell` ns (for drawing); sorted.
+    pub fn ops_sampled(&self, lane: usize, from: u64, to: u64, cell: u64) -> Vec<Op> {
+        let Some(l) = self.lanes.get(lane) else {
+            return Vec::new();
+        };
+        let mut v = Vec::new();
+        l.ops.window_sampled(from, to, cell, |_, o| v.push(*o));
+        v.sort_by_key(|o| (o.start, o.id));
+        v
+    }
+
+    /// Ops in the window, evenly sampled down to about `max` (returns the stride used).
+    pub fn ops_strided(&self, lane: usize, from: u64, to: u64, max: usize) -> (Vec<Op>, usize) {
+        let Some(l) = self.lanes.get(lane) else {
+            return (Vec::new(), 1);
+        };
+        let stride = l.ops.count_in(from, to).div_ceil(max.max(1)).max(1);
+        let mut v = Vec::new();
+        l.ops.window_strided(from, to, stride, |_, o| v.push(*o));
+        (v, stride)
+    }
+
+    /// Kernel channels in the window, evenly sampled down to about `max`.
+    pub fn kernels_strided(&self, lane: usize, from: u64, to: u64, max: usize) -> Vec<Kernel> {
+        let Some(l) = self.lanes.get(lane) else {
+            return Vec::new();
+        };
+        let stride = l.kernels.count_in(from, to).div_ceil(max.max(1)).max(1);
+        let mut v = Vec::new();
+        l.kernels
+            .window_strided(from, to, stride, |_, k| v.push(*k));
         v
     }
 
@@ -241,10 +278,21 @@ impl Store {
         from: u64,
         to: u64,
     ) -> std::collections::BTreeMap<u64, analysis::Straggler> {
+        self.stragglers_sampled(rows, from, to, 0)
+    }
+
+    /// [`Store::stragglers_in`] over sampled ops (at most about one per `cell` ns per rank).
+    pub fn stragglers_sampled(
+        &self,
+        rows: &[LaneRow],
+        from: u64,
+        to: u64,
+        cell: u64,
+    ) -> std::collections::BTreeMap<u64, analysis::Straggler> {
         let mut v = Vec::new();
         for r in rows {
             let Some(l) = r.lane else { continue };
-            for o in self.ops_in(l, from, to) {
+            for o in self.ops_sampled(l, from, to, cell) {
                 if o.kind == EventKind::Coll as u8 {
                     v.push((r.rank, o.seq, o.start));
                 }
@@ -256,7 +304,14 @@ impl Store {
     /// Sum of step phase times of a lane in a window, keyed by (channel, peer, send).
     pub fn step_breakdown(&self, lane: usize, from: u64, to: u64) -> StepBreakdown {
         let mut out = StepBreakdown::new();
-        self.for_steps_in(lane, from, to, |b, s| {
+        let Some(l) = self.lanes.get(lane) else {
+            return out;
+        };
+        // Bounded work per frame: sample evenly beyond MAX_STEPS_PER_LANE (shares stay right;
+        // absolute sums are scaled back by the stride).
+        let n = l.steps.count_in(from, to);
+        let stride = n.div_ceil(MAX_STEPS_PER_LANE).max(1);
+        l.steps.window_strided(from, to, stride, |b, s| {
             let r = s.unpack(b);
             let ph = r.step_phases();
             let send = s.flags & super::store::S_SEND != 0;
@@ -264,9 +319,9 @@ impl Store {
                 .entry((s.channel, s.peer, send))
                 .or_insert(([(ph[0].0, 0), (ph[1].0, 0), (ph[2].0, 0)], 0));
             for (i, (_, d)) in ph.iter().enumerate() {
-                e.0[i].1 += d;
+                e.0[i].1 += d * stride as u64;
             }
-            e.1 += 1;
+            e.1 += stride as u64;
         });
         out
     }

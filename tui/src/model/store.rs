@@ -155,6 +155,67 @@ impl<T: Timed> Series<T> {
             })
     }
 
+    /// Like [`Series::window`], but after each item skips the items that start less than
+    /// `cell` ns after it (one per screen cell is enough to draw); `cell` 0 = every item.
+    /// Cost is bounded by the number of cells, not by the items in the window.
+    pub fn window_sampled(&self, from: u64, to: u64, cell: u64, mut f: impl FnMut(u64, &T)) {
+        for c in self
+            .chunks
+            .iter()
+            .filter(|c| c.min_start <= to && c.max_end >= from)
+        {
+            let lo_t = from.saturating_sub(c.max_dur);
+            let mut i = c.items.partition_point(|x| x.start(c.base) < lo_t);
+            let hi = c.items.partition_point(|x| x.start(c.base) <= to);
+            while i < hi {
+                let x = &c.items[i];
+                let (s, e) = (x.start(c.base), x.end(c.base));
+                if e >= from {
+                    f(c.base, x);
+                }
+                if cell == 0 || e < from {
+                    i += 1;
+                } else {
+                    let next = s.saturating_add(cell);
+                    i += 1 + c.items[i + 1..hi].partition_point(|y| y.start(c.base) < next);
+                }
+            }
+        }
+    }
+
+    /// Roughly how many items overlap the window (from the chunks' indexes; no scan).
+    pub fn count_in(&self, from: u64, to: u64) -> usize {
+        self.chunks
+            .iter()
+            .filter(|c| c.min_start <= to && c.max_end >= from)
+            .map(|c| {
+                let lo_t = from.saturating_sub(c.max_dur);
+                let lo = c.items.partition_point(|x| x.start(c.base) < lo_t);
+                let hi = c.items.partition_point(|x| x.start(c.base) <= to);
+                hi.saturating_sub(lo)
+            })
+            .sum()
+    }
+
+    /// Every `stride`-th item overlapping the window (stride ≥ 1).
+    pub fn window_strided(&self, from: u64, to: u64, stride: usize, mut f: impl FnMut(u64, &T)) {
+        let stride = stride.max(1);
+        for c in self
+            .chunks
+            .iter()
+            .filter(|c| c.min_start <= to && c.max_end >= from)
+        {
+            let lo_t = from.saturating_sub(c.max_dur);
+            let lo = c.items.partition_point(|x| x.start(c.base) < lo_t);
+            let hi = c.items.partition_point(|x| x.start(c.base) <= to);
+            for x in c.items[lo..hi.max(lo)].iter().step_by(stride) {
+                if x.end(c.base) >= from {
+                    f(c.base, x);
+                }
+            }
+        }
+    }
+
     /// Every item, oldest chunk first.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> + '_ {
         self.chunks

@@ -13,7 +13,12 @@ use crate::ui::theme::{PHASE_GLYPHS, Theme};
 
 pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let s = &app.store;
-    let (from, to) = app.window();
+    // The selected op's time span (on every rank), else the visible window.
+    let selected = app.tl.selected.and_then(|k| s.op(k).map(|o| (k, o)));
+    let (from, to) = match &selected {
+        Some((_, o)) => (o.start, o.end.max(o.start)),
+        None => app.window(),
+    };
     let mut lines = Vec::new();
     let mut total = [0u64; 6];
     let mut names = [""; 6];

@@ -11,16 +11,28 @@ use crate::model::units;
 use crate::ui::put;
 use crate::ui::theme::Theme;
 
+/// Most ops per rank read per frame; beyond it the table is computed from an even sample
+/// (counts scaled back) and says so.
+pub const MAX_OPS_PER_LANE: usize = 4096;
+
 pub fn rows(app: &App) -> Vec<analysis::StatRow> {
+    rows_sampled(app).0
+}
+
+/// The rows and whether they come from a sample.
+pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
     let s = &app.store;
     let (from, to) = app.window();
     let rows = s.lane_rows(app.comm);
     let mut owned: Vec<(String, u64, u64, String, String)> = Vec::new();
     let mut nranks = 1;
+    let mut sampled = 1;
     for r in &rows {
         let Some(l) = r.lane else { continue };
         nranks = nranks.max(s.nranks_of(r.key));
-        for o in s.ops_in(l, from, to) {
+        let (ops, stride) = s.ops_strided(l, from, to, MAX_OPS_PER_LANE);
+        sampled = sampled.max(stride);
+        for o in ops {
             if o.start < from || o.end > to || o.end <= o.start {
                 continue;
             }
@@ -41,7 +53,13 @@ pub fn rows(app: &App) -> Vec<analysis::StatRow> {
             proto: p,
         })
         .collect();
-    analysis::stats(&samples, nranks)
+    let mut out = analysis::stats(&samples, nranks);
+    if sampled > 1 {
+        for r in &mut out {
+            r.count *= sampled;
+        }
+    }
+    (out, sampled > 1)
 }
 
 fn size(b: u64) -> String {
@@ -74,7 +92,17 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         "func", "size", "count", "p50", "p99", "max", "algbw", "busbw", "algo/proto"
     );
     put(buf, area.x, area.y + 1, &head, th.bold(), area.width);
-    let rs = rows(app);
+    let (rs, sampled) = rows_sampled(app);
+    if sampled {
+        put(
+            buf,
+            area.x + area.width.saturating_sub(24),
+            area.y,
+            " (sampled: zoom in) ",
+            th.warn(),
+            24,
+        );
+    }
     if rs.is_empty() {
         put(
             buf,

@@ -72,7 +72,13 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         .row
         .saturating_sub(rows_h.saturating_sub(1) as usize)
         .min(rows.len().saturating_sub(1));
-    let strag = s.stragglers_in(&rows, from, to);
+    // One op per cell is enough to draw (unless filtering, which needs every op).
+    let cell = if app.filter.is_empty() {
+        span / u64::from(tw.max(1))
+    } else {
+        0
+    };
+    let strag = s.stragglers_sampled(&rows, from, to, cell);
     let mut prev_host: Option<&str> = if first > 0 {
         rows.get(first - 1).map(|r| r.host.as_str())
     } else {
@@ -93,7 +99,7 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             Style::default()
         };
         put(buf, area.x, y, &label, lst, LABEL - 1);
-        row(app, th, r, &strag, (from, span), (x0, y, tw), buf);
+        row(app, th, r, &strag, (from, span, cell), (x0, y, tw), buf);
         for o in s.open_ops(app.comm, r) {
             if !app.passes(&o.func) {
                 continue;
@@ -191,13 +197,20 @@ fn row(
     th: &Theme,
     r: &LaneRow,
     strag: &std::collections::BTreeMap<u64, crate::model::analysis::Straggler>,
-    (from, span): (u64, u64),
+    (from, span, cell): (u64, u64, u64),
     (x0, y, tw): (u16, u16, u16),
     buf: &mut Buffer,
 ) {
     let Some(lane) = r.lane else { return };
     let s = &app.store;
-    for o in s.ops_in(lane, from, from + span) {
+    let mut ops = s.ops_sampled(lane, from, from + span, cell);
+    // The selected op is always drawn (last, on top).
+    if let Some(k) = app.tl.selected.filter(|k| k.lane == lane)
+        && let Some(o) = s.op(k)
+    {
+        ops.push(o);
+    }
+    for o in ops {
         let func = s.func_of(lane, &o);
         if !app.passes(func) {
             continue;
