@@ -314,6 +314,10 @@ pub struct SimConfig {
     #[arg(long, hide = true)]
     pub epoch_ns: Option<u64>,
 
+    /// Internal: the arrival-board file shared by the processes of a job.
+    #[arg(long, hide = true)]
+    pub board: Option<PathBuf>,
+
     /// Simulator executable re-spawned for --procs > 1 (default: the current executable).
     #[arg(long, env = "NCCLPROF_SIM_EXE")]
     pub sim_exe: Option<PathBuf>,
@@ -423,6 +427,9 @@ impl SimConfig {
         }
         if let Some(e) = self.epoch_ns {
             kv("epoch-ns", e.to_string());
+        }
+        if let Some(b) = &self.board {
+            kv("board", b.to_string_lossy().into_owned());
         }
         if let Some(x) = &self.sim_exe {
             kv("sim-exe", x.to_string_lossy().into_owned());

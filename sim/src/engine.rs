@@ -68,6 +68,7 @@ struct Shared {
     died: AtomicBool,
     counters: Mutex<Counters>,
     foreign_pid: AtomicI32,
+    board: crate::board::Board,
 }
 
 impl Shared {
@@ -86,7 +87,9 @@ impl Shared {
         if self.rate <= 0.0 {
             return;
         }
-        let target = self.real(v);
+        self.sleep_until_real(self.real(v));
+    }
+    fn sleep_until_real(&self, target: u64) {
         loop {
             if self.stopped() {
                 return;
@@ -128,6 +131,7 @@ impl Shared {
 /// A call handed from the enqueue side to a proxy thread.
 struct Posted {
     k: u64,
+    live: Vec<u32>,
     row_s: f64,
     d_ch: Vec<f64>,
     kstart: f64,
@@ -301,6 +305,10 @@ pub fn run_process(
         died: AtomicBool::new(false),
         counters: Mutex::new(Counters::default()),
         foreign_pid: AtomicI32::new(0),
+        board: match &cfg.board {
+            Some(p) => crate::board::Board::open(p, cfg.comms, cfg.ranks)?,
+            None => crate::board::Board::in_process(cfg.comms, cfg.ranks),
+        },
     });
 
     let mut crs: Vec<Arc<CommRank>> = Vec::new();
@@ -616,7 +624,29 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
         if sh.stopped() {
             break;
         }
-        sh.sleep_until_v(row.arrive[rank]);
+        if sh.rate > 0.0 {
+            sh.sleep_until_v(row.arrive[rank]);
+            let strag: u64 = cfg
+                .straggler
+                .iter()
+                .filter(|s| s.rank == rank)
+                .map(|s| s.delay_ns)
+                .sum();
+            if strag > 0 {
+                // a straggler arrives DELAY after the last non-straggler, even on an overloaded
+                // host where the plan cannot be kept
+                let others: Vec<u32> = row
+                    .live
+                    .iter()
+                    .copied()
+                    .filter(|&x| !cfg.straggler.iter().any(|s| s.rank == x as usize))
+                    .collect();
+                while !sh.board.all_arrived(row.comm, &others, row.k) && !sh.stopped() {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                sh.sleep_until_real(monotonic_ns() + (strag as f64 / sh.rate) as u64);
+            }
+        }
         let spec = call_spec(cfg, row.comm, rank, row.k, row.kind, row.size);
         let hang = row.comm == 0 && cfg.hang.iter().any(|h| h.rank == rank && h.seq == row.k);
         if spec.tasks.is_empty() {
@@ -678,6 +708,11 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
                 std::thread::sleep(Duration::from_micros(50));
             }
             std::thread::sleep(Duration::from_micros(200));
+            for x in cfg.ranks_of_proc(cfg.proc_index.unwrap_or(0)) {
+                if cfg.procs > 1 {
+                    sh.board.mark_dead(x);
+                }
+            }
             sh.died.store(true, Ordering::Relaxed);
             sh.stop.store(true, Ordering::Relaxed);
             break;
@@ -805,6 +840,7 @@ impl AppCtx<'_> {
         self.next_idx[ci] += spec.tasks.len();
         if spec.tasks.iter().all(|t| t.ce) {
             self.ce_call(cr, ci, row, spec, &api, &times, idx0, hang);
+            self.sh.board.arrive(cr.comm, cr.rank, row.k);
         } else {
             self.posted[ci] += 1;
             launch_part(
@@ -1056,6 +1092,7 @@ fn launch_part(
     let posted_real = monotonic_ns();
     cr.post(Posted {
         k: row.k,
+        live: row.live.clone(),
         row_s: row.s,
         d_ch: row.d_ch.clone(),
         kstart: row.kstart[cr.rank],
@@ -1072,6 +1109,7 @@ fn launch_part(
         }
         stops.push(monotonic_ns());
     }
+    sh.board.arrive(cr.comm, cr.rank, row.k);
     if hg != 0 {
         pl.stop(hg, c);
     }
@@ -1192,6 +1230,11 @@ struct ATask {
 }
 
 struct ACall {
+    /// Call index whose data flow waits for every live rank's arrival (rate > 0).
+    barrier: Option<(u64, Vec<u32>)>,
+    /// Real ns by which the data flow started later than planned.
+    shift: u64,
+    row_s: f64,
     mask: u64,
     hung: bool,
     posted_real: u64,
@@ -1209,6 +1252,7 @@ struct Proxy<'a> {
     calls: Vec<Option<ACall>>,
     free: Vec<u32>,
     active: usize,
+    blocked: bool,
 }
 
 fn proxy_thread(sh: &Shared, cr: &CommRank) {
@@ -1221,6 +1265,7 @@ fn proxy_thread(sh: &Shared, cr: &CommRank) {
         calls: Vec::new(),
         free: Vec::new(),
         active: 0,
+        blocked: false,
     };
     p.run();
     p.flush_all();
@@ -1338,10 +1383,20 @@ impl Proxy<'_> {
                     idle = false;
                 }
             }
+            self.blocked = false;
             let n = self.progress();
-            if n == 0 && !self.heap.is_empty() && self.sh.rate > 0.0 {
-                let next = self.heap.peek().map(|x| x.0.key).unwrap_or(0);
-                let target = self.sh.real(next as f64);
+            if self.blocked && n == 0 {
+                // waiting for a late peer
+                let q = self.cr.queue.lock().unwrap();
+                if q.items.is_empty() {
+                    let _ = self.cr.cv.wait_timeout(q, Duration::from_micros(100));
+                }
+            } else if n == 0 && !self.heap.is_empty() && self.sh.rate > 0.0 {
+                let next = self.heap.peek().copied().map(|x| x.0);
+                let shift = next
+                    .and_then(|x| self.calls[x.slot as usize].as_ref().map(|c| c.shift))
+                    .unwrap_or(0);
+                let target = self.sh.real(next.map(|x| x.key).unwrap_or(0) as f64) + shift;
                 let now = monotonic_ns();
                 if target > now {
                     let q = self.cr.queue.lock().unwrap();
@@ -1381,6 +1436,13 @@ impl Proxy<'_> {
                 tasks: Vec::new(),
                 remaining: 0,
                 first_progress: None,
+                barrier: if self.sh.rate > 0.0 {
+                    Some((p.k, p.live.clone()))
+                } else {
+                    None
+                },
+                shift: 0,
+                row_s: p.row_s,
             };
             for (ti, t) in p.tasks.iter().enumerate() {
                 let mut at = ATask {
@@ -1551,7 +1613,23 @@ impl Proxy<'_> {
         let rate = self.sh.rate;
         let now = if rate > 0.0 { monotonic_ns() } else { 0 };
         while let Some(Reverse(top)) = self.heap.peek().copied() {
-            if rate > 0.0 && self.sh.real(top.key as f64) > now {
+            let mut shift = 0;
+            if let Some(call) = self.calls[top.slot as usize].as_mut() {
+                if top.what != What::KStart
+                    && let Some((k, live)) = &call.barrier
+                {
+                    // the data flow needs every participant's kernel
+                    if !self.sh.board.all_arrived(self.cr.comm, live, *k) {
+                        self.blocked = true;
+                        break;
+                    }
+                    let t = monotonic_ns();
+                    call.shift = t.saturating_sub(self.sh.real(call.row_s));
+                    call.barrier = None;
+                }
+                shift = call.shift;
+            }
+            if rate > 0.0 && self.sh.real(top.key as f64) + shift > now {
                 break;
             }
             if n >= 512 {
@@ -1613,12 +1691,12 @@ impl Proxy<'_> {
         }
     }
 
-    fn gpu_host(&self, v: f64, lo: u64) -> u64 {
+    fn gpu_host(&self, v: f64, lo: u64, shift: u64) -> u64 {
         let now = monotonic_ns();
         if self.sh.rate <= 0.0 {
-            return now.max(lo).min(now);
+            return now;
         }
-        self.sh.real(v).max(lo).min(now)
+        (self.sh.real(v) + shift).max(lo).min(now)
     }
 
     /// Returns true when the call is complete.
@@ -1634,7 +1712,7 @@ impl Proxy<'_> {
                 let task = &mut call.tasks[ti];
                 let kidx = it.idx as usize;
                 let gs_v = it.key as f64; // includes the poll delay; the GPU time is earlier
-                let host = self.gpu_host(task.kernels[kidx].start_v, posted_real);
+                let host = self.gpu_host(task.kernels[kidx].start_v, posted_real, 0);
                 let raw = self.cr.gpu.raw(host);
                 let k = &mut task.kernels[kidx];
                 k.truth.gpu_start_host = host;
@@ -1661,9 +1739,10 @@ impl Proxy<'_> {
                 false
             }
             What::KStop => {
+                let shift = call.shift;
                 let task = &mut call.tasks[ti];
                 let k = &mut task.kernels[it.idx as usize];
-                let host = self.gpu_host(k.end_v, k.truth.gpu_start_host + 1);
+                let host = self.gpu_host(k.end_v, k.truth.gpu_start_host + 1, shift);
                 let raw = self.cr.gpu.raw(host);
                 k.truth.gpu_end_host = Some(host);
                 k.truth.gpu_end_raw = Some(raw);

@@ -1,5 +1,6 @@
 //! ncclprof-sim: a fake NCCL core that dlopens a profiler plugin and drives it.
 pub mod abi;
+pub mod board;
 pub mod config;
 pub mod engine;
 pub mod mask;

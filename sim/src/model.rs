@@ -402,6 +402,8 @@ pub struct Row {
     pub d_ch: Vec<f64>,
     /// Kernel end per rank.
     pub end: Vec<f64>,
+    /// Ranks taking part (not hung or dead before this call).
+    pub live: Vec<u32>,
 }
 
 /// Computes rows in job order (iteration, position, communicator); every process computes
@@ -470,6 +472,10 @@ impl Planner {
             self.app[r] = a + ENQUEUE_NS;
             kstart[r] = (a + ENQUEUE_NS + LAUNCH_NS).max(self.last_end[comm][r]);
         }
+        let live: Vec<u32> = (0..n)
+            .filter(|&r| !self.gone[r])
+            .map(|r| r as u32)
+            .collect();
         let s = (0..n)
             .filter(|&r| !self.gone[r])
             .map(|r| kstart[r])
@@ -550,6 +556,7 @@ impl Planner {
             s,
             d_ch,
             end,
+            live,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `--procs N`: re-spawn the simulator once per process and merge the children's truths.
 
+use crate::board::Board;
 use crate::config::SimConfig;
 use crate::engine::SIGNALLED;
 use crate::truth::{self, Truth};
@@ -47,6 +48,9 @@ pub fn run_parent(cfg: &SimConfig) -> Result<Truth> {
     ));
     std::fs::create_dir_all(&dir)?;
     let epoch = monotonic_ns() + 300_000_000;
+    let board_path = dir.join("board");
+    Board::create_file(&board_path, cfg.comms, cfg.ranks)?;
+    let board = Board::open(&board_path, cfg.comms, cfg.ranks)?;
     let mut children: Vec<(usize, Child)> = Vec::new();
     for i in 0..cfg.procs {
         if cfg.ranks_of_proc(i).is_empty() {
@@ -56,6 +60,7 @@ pub fn run_parent(cfg: &SimConfig) -> Result<Truth> {
         c.proc_index = Some(i);
         c.epoch_ns = Some(epoch);
         c.truth = Some(dir.join(format!("truth-{i}.json")));
+        c.board = Some(board_path.clone());
         let child = Command::new(&exe)
             .args(c.to_args())
             .spawn()
@@ -76,7 +81,13 @@ pub fn run_parent(cfg: &SimConfig) -> Result<Truth> {
         let mut still = Vec::new();
         for (i, mut ch) in pending {
             match ch.try_wait()? {
-                Some(st) => codes[i] = st.code(),
+                Some(st) => {
+                    codes[i] = st.code();
+                    // its ranks will never arrive again: let the others go on
+                    for r in cfg.ranks_of_proc(i) {
+                        board.mark_dead(r);
+                    }
+                }
                 None => still.push((i, ch)),
             }
         }
