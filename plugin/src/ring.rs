@@ -154,12 +154,24 @@ impl RingPool {
         let count = count.clamp(1, 2047);
         let mut rings = Vec::with_capacity(count);
         for i in 0..count {
-            let layout = std::alloc::Layout::array::<Raw>(cap).ok()?;
-            // SAFETY: layout has non-zero size; zeroed memory is a valid `Raw`.
-            let slots = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Raw>();
-            if slots.is_null() {
+            // Anonymous mmap: zero pages the kernel provides on first touch, so rings of
+            // threads that never record cost address space only (malloc could memset them).
+            let bytes = cap * std::mem::size_of::<Raw>();
+            // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+            let m = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    bytes,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if m == libc::MAP_FAILED {
                 return None;
             }
+            let slots = m.cast::<Raw>();
             rings.push(Ring {
                 head: Padded(AtomicU64::new(0)),
                 tail: Padded(AtomicU64::new(0)),

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender};
 use ipc_channel::ipc::IpcBytesSender;
 use ncclprof_shared::PROTOCOL_VERSION;
 use ncclprof_shared::clock::monotonic_ns;
@@ -82,7 +82,14 @@ pub struct Drain {
     p: &'static Plugin,
     cal: Calibration,
     completion: Completion,
+    /// Completed records, oldest first; `history_base` is the sequence number of the front.
     history: VecDeque<EventRecord>,
+    history_base: u64,
+    /// The viewer's position in the history (next record to send).
+    cursor: Option<u64>,
+    hello_pending: bool,
+    meta_pending: bool,
+    ack_pending: bool,
     pending: Vec<EventRecord>,
     session: Option<Session>,
     frames: Sender<Outgoing>,
@@ -98,7 +105,6 @@ pub struct Drain {
     mask_changes_seen: u32,
     last_requested: u32,
     scratch: Vec<Raw>,
-    buf: Vec<u8>,
 }
 
 impl Drain {
@@ -114,6 +120,11 @@ impl Drain {
             cal,
             completion: Completion::new(c.max_open, c.completion_timeout_ms, c.gpu_timer_hz),
             history: VecDeque::new(),
+            history_base: 0,
+            cursor: None,
+            hello_pending: false,
+            meta_pending: false,
+            ack_pending: false,
             pending: Vec::new(),
             session: None,
             frames,
@@ -128,7 +139,6 @@ impl Drain {
             mask_changes_seen: 0,
             last_requested: p.control.wanted(),
             scratch: Vec::with_capacity(1 << 16),
-            buf: Vec::with_capacity(wire::MAX_FRAME),
         }
     }
 
@@ -219,98 +229,111 @@ impl Drain {
         }
     }
 
-    /// Queue a frame for the current viewer; drops (counted) when the queue is full.
-    fn queue(&mut self, bytes: Vec<u8>, records: u64, wait: Option<Duration>) -> bool {
+    /// Queue a frame for the current viewer without ever waiting. False if the queue is full
+    /// (the caller keeps what it could not send and retries next pass, or drops and counts).
+    fn try_queue(&mut self, bytes: Vec<u8>, records: u64) -> bool {
         let Some(s) = &self.session else { return false };
         let out = Outgoing {
             generation: s.generation,
             bytes,
             records,
         };
-        let ok = match wait {
-            None => match self.frames.try_send(out) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_)) => false,
-                Err(TrySendError::Disconnected(_)) => false,
-            },
-            Some(d) => self.frames.send_timeout(out, d).is_ok(),
-        };
-        if !ok {
-            self.p
-                .viewer_slow
-                .fetch_add(records.max(1), Ordering::Relaxed);
-        }
-        ok
+        self.frames.try_send(out).is_ok()
     }
 
-    fn queue_msg<T: serde::Serialize>(&mut self, kind: FrameKind, msg: &T) {
+    /// Queue a postcard message; false if it could not be queued now.
+    fn queue_msg<T: serde::Serialize>(&mut self, kind: FrameKind, msg: &T) -> bool {
         let mut buf = Vec::new();
-        if wire::encode_msg(kind, msg, &mut buf).is_ok() {
-            self.queue(buf, 0, Some(Duration::from_millis(20)));
-        }
+        wire::encode_msg(kind, msg, &mut buf).is_ok() && self.try_queue(buf, 0)
     }
 
-    /// New strings and changed communicators since the last Meta.
-    fn meta_delta(&mut self, full: bool) -> Option<Meta> {
+    /// Send new strings and changed communicators (all of them when `full`). Lossless: what
+    /// could not be queued is sent again next pass. Returns whether everything went out.
+    fn send_meta(&mut self, full: bool) -> bool {
         let p = self.p;
-        let from = if full { 1 } else { self.next_string };
-        let (strings, next) = p.strings.published_from(from);
-        self.next_string = next.max(self.next_string);
+        if full {
+            self.next_string = 1;
+            self.ctx_versions.clear();
+        }
         let slots = p.contexts.slots();
         if self.ctx_versions.len() < slots.len() {
             self.ctx_versions.resize(slots.len(), u32::MAX);
         }
-        let mut changed = false;
-        for (i, s) in slots.iter().enumerate() {
-            if !s.used.load(Ordering::Acquire) {
-                continue;
-            }
-            let v = s.version.load(Ordering::Acquire);
-            if self.ctx_versions[i] != v {
-                self.ctx_versions[i] = v;
-                changed = true;
-            }
-        }
-        if strings.is_empty() && !changed && !full {
-            return None;
-        }
-        let comms = if changed || full {
-            comm_infos(p)
-        } else {
-            Vec::new()
-        };
-        Some(Meta { comms, strings })
-    }
-
-    fn send_meta(&mut self, full: bool) {
-        if let Some(mut m) = self.meta_delta(full) {
-            // Keep every Meta frame under the limit: split strings if needed.
-            while !m.strings.is_empty() || !m.comms.is_empty() {
-                let mut chunk = Meta {
-                    comms: std::mem::take(&mut m.comms),
-                    strings: Vec::new(),
-                };
-                let mut size = 64 + chunk.comms.len() * 300;
-                while let Some(s) = m.strings.first() {
-                    size += s.1.len() + 8;
-                    if size > wire::MAX_FRAME / 2 {
-                        break;
-                    }
-                    chunk.strings.push(m.strings.remove(0));
+        let versions: Vec<u32> = slots
+            .iter()
+            .map(|s| {
+                if s.used.load(Ordering::Acquire) {
+                    s.version.load(Ordering::Acquire)
+                } else {
+                    u32::MAX
                 }
-                self.queue_msg(FrameKind::Meta, &chunk);
+            })
+            .collect();
+        let changed = versions != self.ctx_versions;
+        let (mut strings, next) = p.strings.published_from(self.next_string);
+        if strings.is_empty() && !changed {
+            return true;
+        }
+        let mut comms = if changed { comm_infos(p) } else { Vec::new() };
+        // Keep every Meta frame well under the limit: split long string lists.
+        loop {
+            let mut size = 64 + comms.len() * 300;
+            let mut take = 0;
+            for s in &strings {
+                size += s.1.len() + 8;
+                if size > wire::MAX_FRAME / 2 {
+                    break;
+                }
+                take += 1;
+            }
+            let chunk = Meta {
+                comms: std::mem::take(&mut comms),
+                strings: strings.drain(..take).collect(),
+            };
+            let last_id = chunk.strings.last().map(|s| s.0);
+            if !self.queue_msg(FrameKind::Meta, &chunk) {
+                return false; // retried next pass from the first unsent string
+            }
+            self.ctx_versions.clone_from(&versions);
+            if let Some(id) = last_id {
+                self.next_string = id + 1;
+            }
+            if strings.is_empty() {
+                self.next_string = self.next_string.max(next);
+                return true;
             }
         }
     }
 
-    fn send_records(&mut self, recs: &[EventRecord], wait: Option<Duration>) {
-        for chunk in recs.chunks(wire::MAX_RECORDS_PER_FRAME) {
-            let mut buf = std::mem::take(&mut self.buf);
-            wire::encode_events(chunk, &mut buf);
-            let bytes = buf.clone();
-            self.buf = buf;
-            self.queue(bytes, chunk.len() as u64, wait);
+    /// Stream history from the viewer's cursor, as many frames as the queue takes now.
+    fn send_history(&mut self) {
+        let Some(cursor) = self.cursor else { return };
+        let end = self.history_base + self.history.len() as u64;
+        let mut at = cursor.max(self.history_base);
+        while at < end {
+            let from = (at - self.history_base) as usize;
+            let n = ((end - at) as usize).min(wire::MAX_RECORDS_PER_FRAME);
+            let (a, b) = self.history.as_slices();
+            let chunk: Vec<EventRecord> = if from + n <= a.len() {
+                a[from..from + n].to_vec()
+            } else if from >= a.len() {
+                b[from - a.len()..from - a.len() + n].to_vec()
+            } else {
+                a[from..]
+                    .iter()
+                    .chain(&b[..n - (a.len() - from)])
+                    .copied()
+                    .collect()
+            };
+            let mut buf =
+                Vec::with_capacity(wire::HEADER_SIZE + n * ncclprof_shared::record::RECORD_SIZE);
+            wire::encode_events(&chunk, &mut buf);
+            if !self.try_queue(buf, n as u64) {
+                break;
+            }
+            at += n as u64;
         }
+        self.cursor = Some(at);
     }
 
     fn trim_history(&mut self, now: u64) {
@@ -323,29 +346,37 @@ impl Drain {
                 .is_some_and(|r| r.end_ns.max(r.start_ns) < horizon)
         {
             self.history.pop_front();
+            self.history_base += 1;
+        }
+        // A viewer that fell behind the history window lost those records: count them.
+        if let Some(cur) = self.cursor
+            && cur < self.history_base
+        {
+            self.p
+                .viewer_slow
+                .fetch_add(self.history_base - cur, Ordering::Relaxed);
+            self.cursor = Some(self.history_base);
         }
     }
 
     fn attach(&mut self, data: IpcBytesSender, generation: u64) {
         let _ = self.sender_slot.send((generation, Some(data)));
         self.session = Some(Session { generation });
+        // The frame queue may hold frames of the previous viewer: the sender skips those.
         let hello = self.hello();
-        self.queue_msg(FrameKind::Hello, &hello);
-        self.send_meta(true);
-        let history: Vec<EventRecord> = self.history.iter().copied().collect();
-        self.send_records(&history, Some(Duration::from_millis(50)));
-        let c = self.counters();
-        self.queue_msg(FrameKind::Counters, &c);
-        self.send_mask_ack();
+        self.hello_pending = !self.queue_msg(FrameKind::Hello, &hello);
+        self.meta_pending = true;
+        self.ack_pending = true;
+        self.cursor = Some(self.history_base);
     }
 
-    fn send_mask_ack(&mut self) {
+    fn send_mask_ack(&mut self) -> bool {
         let ack = MaskAck {
             mask: self.p.control.in_force(),
             active: self.p.control.active(),
             requested: self.last_requested,
         };
-        self.queue_msg(FrameKind::MaskAck, &ack);
+        self.queue_msg(FrameKind::MaskAck, &ack)
     }
 
     fn handle(&mut self, msg: DrainMsg) {
@@ -360,11 +391,13 @@ impl Drain {
             DrainMsg::ViewerGone(g) => {
                 if self.session.as_ref().is_some_and(|s| s.generation == g) {
                     self.session = None;
+                    self.cursor = None;
                     let _ = self.sender_slot.send((g, None));
                 }
             }
             DrainMsg::MaskChanged(req) => {
                 self.last_requested = req;
+                self.ack_pending = true;
             }
             DrainMsg::Flush(reply, last) => {
                 // Twice: the second pass settles records deferred by the first.
@@ -382,32 +415,36 @@ impl Drain {
         }
     }
 
-    /// Move completed records to history and, with a viewer, into frames.
+    /// Move completed records to history and, with a viewer, into frames — never waiting:
+    /// what the queue cannot take now stays (history cursor, pending flags) for the next pass.
     fn publish(&mut self, force: bool) {
         let now = monotonic_ns();
         let p = self.p;
         let changes = p.control.changes.load(Ordering::Acquire);
         if changes != self.mask_changes_seen {
             self.mask_changes_seen = changes;
-            if self.session.is_some() {
-                self.send_mask_ack();
-            }
+            self.ack_pending = true;
         }
-        let due = force
-            || now.saturating_sub(self.last_events) >= EVENTS_EVERY_NS
-            || self.pending.len() >= wire::MAX_RECORDS_PER_FRAME;
-        if due && !self.pending.is_empty() {
+        if !self.pending.is_empty() {
+            self.history.extend(self.pending.drain(..));
+        }
+        let due = force || now.saturating_sub(self.last_events) >= EVENTS_EVERY_NS;
+        if self.session.is_some() && due {
             self.last_events = now;
-            let recs = std::mem::take(&mut self.pending);
-            if self.session.is_some() {
-                self.send_meta(false);
-                self.send_records(&recs, None);
+            if self.hello_pending {
+                let hello = self.hello();
+                self.hello_pending = !self.queue_msg(FrameKind::Hello, &hello);
             }
-            self.history.extend(recs.iter().copied());
-            self.pending = recs;
-            self.pending.clear();
-        } else if due && self.session.is_some() {
-            self.send_meta(false);
+            // Strings and communicators always go out before the records that use them.
+            if !self.hello_pending {
+                let full = std::mem::take(&mut self.meta_pending);
+                if self.send_meta(full) {
+                    self.send_history();
+                }
+            }
+            if self.ack_pending {
+                self.ack_pending = !self.send_mask_ack();
+            }
         }
         if now.saturating_sub(self.last_summary) >= SUMMARY_EVERY_NS {
             self.last_summary = now;
