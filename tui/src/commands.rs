@@ -65,20 +65,24 @@ pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
     crate::term::install_signal_flag();
     let src = source::live(dir.clone());
     let mut st = store(g);
-    let mut controls = 0usize;
+    let mut controls: Vec<ipc_channel::ipc::IpcSender<ncclprof_shared::wire::ViewerMsg>> =
+        Vec::new();
     let end = Instant::now() + a.duration;
     loop {
         let now = Instant::now();
         if now >= end || crate::term::signalled() {
             break;
         }
-        while src.controls.try_recv().is_ok() {
-            controls += 1;
-        }
         match src
             .rx
             .recv_timeout((end - now).min(Duration::from_millis(100)))
         {
+            // Keep control senders alive: a plugin takes a closed control channel as the
+            // viewer leaving.
+            Ok(ingest::SourceMsg::Connected { src, pid, control }) => {
+                st.proc_for(src, pid);
+                controls.push(control);
+            }
             Ok(m) => ingest::apply(&mut st, m),
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
@@ -89,9 +93,9 @@ pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
         ingest::apply(&mut st, m);
     }
     drop(src);
+    drop(controls);
     let s = snapshot::write(&st, &a.output)
         .with_context(|| format!("recording not saved to {}", a.output.display()))?;
-    let _ = controls;
     let mut line = format!(
         "recorded {} processes, {} events, {} drops, {} evicted in {:.1}s → {}",
         s.processes,

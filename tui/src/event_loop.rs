@@ -85,18 +85,22 @@ impl Effects {
 /// Drain the live source within the budget. Returns whether anything arrived.
 pub fn ingest_turn(app: &mut App, live: &Live, fx: &mut Effects) -> bool {
     let mut any = false;
-    while let Ok(c) = live.controls.try_recv() {
-        fx.controls.insert(c.src, c.sender);
-        any = true;
-    }
     let t0 = Instant::now();
     for _ in 0..INGEST_MAX_MSGS {
         match live.rx.try_recv() {
             Ok(m) => {
-                if let ingest::SourceMsg::Closed { src, .. } = &m {
-                    fx.controls.remove(src);
+                match m {
+                    ingest::SourceMsg::Connected { src, pid, control } => {
+                        fx.controls.insert(src, control);
+                        app.store.proc_for(src, pid);
+                    }
+                    m => {
+                        if let ingest::SourceMsg::Closed { src, .. } = &m {
+                            fx.controls.remove(src);
+                        }
+                        ingest::apply(&mut app.store, m);
+                    }
                 }
-                ingest::apply(&mut app.store, m);
                 any = true;
             }
             Err(_) => break,

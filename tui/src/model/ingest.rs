@@ -23,6 +23,13 @@ pub enum SourceMsg {
     NotBusy { pid: u32 },
     /// A problem not tied to one stream (directory, connect failure).
     Error(String),
+    /// A connection was made: where to send control messages. Travels in the same channel as
+    /// the frames so that it is ordered with the stream's `Closed`.
+    Connected {
+        src: u32,
+        pid: u32,
+        control: ipc_channel::ipc::IpcSender<ncclprof_shared::wire::ViewerMsg>,
+    },
 }
 
 /// Apply raw bytes: decode, then ingest, turning a decode failure into a visible error.
@@ -77,6 +84,9 @@ pub fn apply(store: &mut Store, msg: SourceMsg) {
         }
         SourceMsg::NotBusy { pid } => store.busy.retain(|&b| b != pid),
         SourceMsg::Error(e) => push_error(store, e),
+        SourceMsg::Connected { src, pid, .. } => {
+            store.proc_for(src, pid);
+        }
     }
 }
 
@@ -86,6 +96,11 @@ pub fn apply_frame(store: &mut Store, src: u32, pid: u32, frame: Frame) {
     match frame {
         Frame::Hello(h) => {
             let proc = &mut store.procs[p];
+            if proc.api_version != 0 {
+                // A reconnection: the plugin replays its history; keep only what is newer.
+                proc.resume_after = proc.last_end;
+                proc.state = ProcState::Live;
+            }
             proc.pid = h.pid;
             proc.host = h.host;
             proc.cmdline = h.cmdline;
@@ -136,9 +151,16 @@ pub fn apply_frame(store: &mut Store, src: u32, pid: u32, frame: Frame) {
             }
         }
         Frame::Events(recs) => {
+            let resume = store.procs[p].resume_after;
+            let mut last = store.procs[p].last_end;
             for r in &recs {
+                if resume != 0 && r.end_ns <= resume {
+                    continue;
+                }
+                last = last.max(r.end_ns);
                 ingest_record(store, p, r);
             }
+            store.procs[p].last_end = last;
             store.enforce_cap();
         }
         Frame::Counters(c) => {

@@ -5,8 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -21,17 +21,9 @@ pub const CHANNEL_CAP: usize = 4096;
 /// How often the directory is polled.
 pub const POLL: Duration = Duration::from_millis(500);
 
-/// A connected process's control channel, handed to the UI loop.
-pub struct Control {
-    pub src: u32,
-    pub pid: u32,
-    pub sender: IpcSender<ViewerMsg>,
-}
-
 /// The running live source.
 pub struct Live {
     pub rx: Receiver<SourceMsg>,
-    pub controls: Receiver<Control>,
     stop: Arc<AtomicBool>,
 }
 
@@ -44,21 +36,20 @@ impl Drop for Live {
 /// Start watching `dir`.
 pub fn live(dir: PathBuf) -> Live {
     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAP);
-    let (ctx, crx) = crossbeam_channel::unbounded();
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let _ = std::thread::Builder::new()
         .name("ncclprof-watch".into())
-        .spawn(move || watch(dir, tx, ctx, s));
-    Live {
-        rx,
-        controls: crx,
-        stop,
-    }
+        .spawn(move || watch(dir, tx, s));
+    Live { rx, stop }
 }
 
-fn watch(dir: PathBuf, tx: Sender<SourceMsg>, ctl: Sender<Control>, stop: Arc<AtomicBool>) {
-    let mut connected: HashSet<(u32, u64)> = HashSet::new();
+fn watch(dir: PathBuf, tx: Sender<SourceMsg>, stop: Arc<AtomicBool>) {
+    // Processes we hold a stream from, and for each process ever connected its source id and
+    // the generation we connected to: a process that dropped us (and is still running) publishes
+    // a new server with a higher generation, and we reconnect on the same source id.
+    let active: Arc<Mutex<HashSet<(u32, u64)>>> = Arc::default();
+    let mut seen: HashMap<(u32, u64), (u32, u64)> = HashMap::new();
     let mut busy: HashSet<u32> = HashSet::new();
     let mut reported: HashMap<String, ()> = HashMap::new();
     let mut next_src = 1u32;
@@ -80,7 +71,12 @@ fn watch(dir: PathBuf, tx: Sender<SourceMsg>, ctl: Sender<Control>, stop: Arc<At
                         }
                     };
                     let key = (entry.pid, entry.start_ticks);
-                    if connected.contains(&key) || !entry.is_alive() {
+                    let is_active = active.lock().map(|a| a.contains(&key)).unwrap_or(true);
+                    if is_active || !entry.is_alive() {
+                        continue;
+                    }
+                    let previous = seen.get(&key).copied();
+                    if previous.is_some_and(|(_, generation)| entry.generation <= generation) {
                         continue;
                     }
                     if entry.server.is_empty() {
@@ -91,17 +87,26 @@ fn watch(dir: PathBuf, tx: Sender<SourceMsg>, ctl: Sender<Control>, stop: Arc<At
                     }
                     match link::connect(&entry) {
                         Ok(conn) => {
-                            connected.insert(key);
+                            if let Ok(mut a) = active.lock() {
+                                a.insert(key);
+                            }
                             if busy.remove(&entry.pid) {
                                 let _ = tx.send(SourceMsg::NotBusy { pid: entry.pid });
                             }
-                            let src = next_src;
-                            next_src += 1;
+                            let src = match previous {
+                                Some((src, _)) => src,
+                                None => {
+                                    next_src += 1;
+                                    next_src - 1
+                                }
+                            };
+                            seen.insert(key, (src, entry.generation));
+                            let active2 = active.clone();
                             let pid = entry.pid;
-                            let _ = ctl.send(Control {
+                            let _ = tx.send(SourceMsg::Connected {
                                 src,
                                 pid,
-                                sender: conn.control,
+                                control: conn.control,
                             });
                             let tx2 = tx.clone();
                             let data = conn.data;
@@ -127,6 +132,9 @@ fn watch(dir: PathBuf, tx: Sender<SourceMsg>, ctl: Sender<Control>, stop: Arc<At
                                             }
                                             Err(_) => {
                                                 let alive = entry.is_alive();
+                                                if let Ok(mut a) = active2.lock() {
+                                                    a.remove(&key);
+                                                }
                                                 let _ =
                                                     tx2.send(SourceMsg::Closed { src, pid, alive });
                                                 return;

@@ -582,6 +582,10 @@ pub struct Proc {
     pub open_at: u64,
     /// Decode or protocol errors seen on this process's stream (latest first is not kept).
     pub errors: Vec<String>,
+    /// Latest record end seen from this process.
+    pub last_end: u64,
+    /// After a reconnection, records ending at or before this are history we already hold.
+    pub resume_after: u64,
 }
 
 /// The counters as the model keeps them.
@@ -624,6 +628,8 @@ impl Proc {
             open_total: 0,
             open_at: 0,
             errors: Vec::new(),
+            last_end: 0,
+            resume_after: 0,
         }
     }
 
