@@ -254,6 +254,10 @@ pub struct SimConfig {
     #[arg(long, default_value_t = 0)]
     pub graph_replays: u64,
 
+    /// Non-blocking communicators: KernelLaunch and Group/Coll/P2p run on an NCCL group-job thread, so GroupApi stop may come before them.
+    #[arg(long)]
+    pub nonblocking: bool,
+
     /// v6 only: AllGather and AlltoAll run on the copy engine (CollApi -> CeColl -> CeSync/CeBatch, no Coll/ProxyOp/KernelCh).
     #[arg(long)]
     pub ce: bool,
@@ -437,6 +441,7 @@ impl SimConfig {
         for (flag, on) in [
             ("--pxn", self.pxn),
             ("--ce", self.ce),
+            ("--nonblocking", self.nonblocking),
             ("--quiet", self.quiet),
             ("--keep-loaded", self.keep_loaded),
         ] {

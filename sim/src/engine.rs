@@ -511,6 +511,7 @@ struct Captured {
 
 struct AppCtx<'a> {
     sh: &'a Shared,
+    sh_arc: Arc<Shared>,
     c: Counters,
     /// Per comm-rank: per-function seq counters, next truth index, calls posted, CE seq.
     seq: Vec<[u64; 7]>,
@@ -546,6 +547,7 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
     let ncomm = crs.len();
     let mut a = AppCtx {
         sh,
+        sh_arc: sh.clone(),
         c: Counters::default(),
         seq: vec![[0; 7]; ncomm],
         next_idx: vec![0; ncomm],
@@ -563,11 +565,15 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
     };
 
     // CUDA host-callback thread for graph replays
-    let (cb_tx, cb_handle) = if graph {
+    let (cb_tx, cb_handle) = if graph || cfg.nonblocking {
         let (tx, rx) = mpsc::channel::<ReplayJob>();
         let sh2 = sh.clone();
         let h = std::thread::Builder::new()
-            .name(format!("cuda-callback-{rank}"))
+            .name(if graph {
+                format!("cuda-callback-{rank}")
+            } else {
+                format!("nccl-group-job-{rank}")
+            })
             .spawn(move || {
                 let mut c = Counters::default();
                 while let Ok(job) = rx.recv() {
@@ -652,7 +658,7 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
         if spec.tasks.is_empty() {
             continue;
         }
-        if let (Some(tx), Some(cap)) = (&cb_tx, captured[ci][row.pos].clone()) {
+        if let (true, Some(tx), Some(cap)) = (graph, &cb_tx, captured[ci][row.pos].clone()) {
             // replay: the host callback thread issues Group/Coll/P2p with the captured parents
             let replay = row.iter;
             let sh2 = sh.clone();
@@ -691,7 +697,7 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
                 );
             }));
         } else {
-            a.call(cr, ci, &row, &spec, hang);
+            a.call(cr, ci, &row, &spec, hang, cb_tx.as_ref());
         }
         if hang {
             // the application blocks on the hung operation forever
@@ -737,11 +743,15 @@ impl AppCtx<'_> {
         spec: &CallSpec,
         mask: u64,
         graph: bool,
+        launch: bool,
     ) -> (H, Vec<H>, Vec<(u64, u64)>) {
         let v = self.sh.v;
         let mut hga = 0;
         if v >= 5 && wants(Kind::GroupApi, mask) {
-            hga = self.start(cr.ctx, 0, 0, &Ev::GroupApi { depth: 1, graph });
+            // a lone collective is its own implicit group (depth 1); grouped p2p calls sit
+            // inside the user's ncclGroupStart (depth 2)
+            let depth = if spec.api.len() > 1 { 2 } else { 1 };
+            hga = self.start(cr.ctx, 0, 0, &Ev::GroupApi { depth, graph });
             if hga != 0 {
                 self.sh
                     .plugin
@@ -795,17 +805,14 @@ impl AppCtx<'_> {
                 .record(hga, st::GROUP_END_API_START, Args::Null, &mut self.c);
         }
         let has_kernel = spec.tasks.iter().any(|t| !t.ce);
-        if v >= 5 && has_kernel && wants(Kind::KernelLaunch, mask) {
-            let h = self.start(cr.ctx, hga, 0, &Ev::KernelLaunch { stream });
-            if h != 0 {
-                self.sh.plugin.stop(h, &mut self.c);
-            }
+        if launch && has_kernel {
+            kernel_launch(self.sh, cr, hga, mask, &mut self.c);
         }
         (hga, handles, times)
     }
 
     fn capture(&mut self, cr: &CommRank, ci: usize, spec: &CallSpec, mask: u64) -> Captured {
-        let (hga, api, _) = self.api_layer(cr, spec, mask, true);
+        let (hga, api, _) = self.api_layer(cr, spec, mask, true, true);
         if hga != 0 {
             self.sh.plugin.stop(hga, &mut self.c);
         }
@@ -822,10 +829,20 @@ impl AppCtx<'_> {
     }
 
     /// A normal (non-graph) call: API layer, launch, Group/Coll/P2p, post, stops.
-    fn call(&mut self, cr: &Arc<CommRank>, ci: usize, row: &Row, spec: &CallSpec, hang: bool) {
+    fn call(
+        &mut self,
+        cr: &Arc<CommRank>,
+        ci: usize,
+        row: &Row,
+        spec: &CallSpec,
+        hang: bool,
+        jobs: Option<&mpsc::Sender<ReplayJob>>,
+    ) {
         // the per-API-call mask snapshot (spec §4.8)
         let mask = live_mask(self.sh.v);
-        let (hga, api, times) = self.api_layer(cr, spec, mask, false);
+        let ce_only = spec.tasks.iter().all(|t| t.ce);
+        let job = jobs.filter(|_| self.sh.cfg.nonblocking && !ce_only);
+        let (hga, api, times) = self.api_layer(cr, spec, mask, false, job.is_none());
         let seqs: Vec<u64> = spec
             .tasks
             .iter()
@@ -838,9 +855,31 @@ impl AppCtx<'_> {
             .collect();
         let idx0 = self.next_idx[ci];
         self.next_idx[ci] += spec.tasks.len();
-        if spec.tasks.iter().all(|t| t.ce) {
+        if ce_only {
             self.ce_call(cr, ci, row, spec, &api, &times, idx0, hang);
             self.sh.board.arrive(cr.comm, cr.rank, row.k);
+        } else if let Some(tx) = job {
+            // non-blocking: the group job thread launches; ncclGroupEnd returns ncclInProgress
+            self.posted[ci] += 1;
+            let (sh2, cr2, row2, spec2) =
+                (self.sh_arc.clone(), cr.clone(), row.clone(), spec.clone());
+            let _ = tx.send(Box::new(move |c: &mut Counters| {
+                kernel_launch(&sh2, &cr2, hga, mask, c);
+                launch_part(
+                    &sh2,
+                    &cr2,
+                    c,
+                    &row2,
+                    &spec2,
+                    mask,
+                    &api,
+                    &seqs,
+                    idx0,
+                    None,
+                    hang,
+                    Some(&times),
+                );
+            }));
         } else {
             self.posted[ci] += 1;
             launch_part(
@@ -971,6 +1010,24 @@ impl AppCtx<'_> {
                     proxy_ops: vec![],
                 },
             );
+        }
+    }
+}
+
+/// KernelLaunch start/stop (v5+), parented to the GroupApi handle.
+fn kernel_launch(sh: &Shared, cr: &CommRank, hga: H, mask: u64, c: &mut Counters) {
+    if sh.v >= 5 && wants(Kind::KernelLaunch, mask) {
+        let h = sh.plugin.start(
+            cr.ctx,
+            hga,
+            0,
+            &Ev::KernelLaunch {
+                stream: stream_of(cr),
+            },
+            c,
+        );
+        if h != 0 {
+            sh.plugin.stop(h, c);
         }
     }
 }

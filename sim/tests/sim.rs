@@ -590,3 +590,27 @@ fn straggler_in_another_process() {
         }
     }
 }
+
+#[test]
+fn nonblocking_same_events() {
+    let mut c = small();
+    c.workload = Workload::Mixed;
+    c.iterations = 1;
+    let a = run(&c).unwrap();
+    c.nonblocking = true;
+    let b = run(&c).unwrap();
+    for k in [
+        "GroupApi",
+        "CollApi",
+        "P2pApi",
+        "KernelLaunch",
+        "Group",
+        "Coll",
+        "P2p",
+        "KernelCh",
+    ] {
+        assert_eq!(a.count(k), b.count(k), "{k}");
+    }
+    assert_eq!(op_list(&a), op_list(&b));
+    sane(&b);
+}
