@@ -343,3 +343,104 @@ fn record_writes_a_snapshot_headlessly() {
     .unwrap_err();
     assert!(format!("{e:#}").contains("cannot record from"));
 }
+
+#[test]
+fn reconnects_when_a_process_republishes_and_keeps_no_duplicates() {
+    use ipc_channel::ipc::IpcOneShotServer;
+    use ncclprof_shared::link::{self, ProcessEntry};
+    use ncclprof_shared::wire::{Frame, ViewerMsg, encode};
+    use ncclprof_tui::event_loop::{Effects, ingest_turn};
+
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("rdv");
+    link::ensure_dir(&dir).unwrap();
+    let me = std::process::id();
+    let publish = |generation: u64| {
+        let (server, name) = IpcOneShotServer::<ViewerMsg>::new().unwrap();
+        ProcessEntry {
+            protocol: ncclprof_shared::PROTOCOL_VERSION,
+            pid: me,
+            start_ticks: link::process_start_ticks(me).unwrap(),
+            host: "node-a".into(),
+            uid: link::my_uid(),
+            cmdline: "fake".into(),
+            api_version: 6,
+            comms: vec![],
+            server: name,
+            generation,
+        }
+        .write(&dir)
+        .unwrap();
+        server
+    };
+    let f = Fixture::default();
+    let all = frames(&f, 0);
+    let server = publish(0);
+    let plugin = std::thread::spawn(move || {
+        // First viewer: everything, then drop it.
+        let (rx, first) = server.accept().unwrap();
+        let ViewerMsg::Hello { data, .. } = first else {
+            panic!()
+        };
+        for fr in &all {
+            data.send(&encode(fr).unwrap()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        drop(data);
+        drop(rx);
+        all
+    });
+    let live = ncclprof_tui::model::source::live(dir.clone());
+    let mut app = App::new(Store::new(1 << 30), true, String::new());
+    let mut fx = Effects::default();
+    let t0 = Instant::now();
+    while app
+        .store
+        .procs
+        .first()
+        .is_none_or(|p| p.state == ProcState::Live)
+    {
+        ingest_turn(&mut app, &live, &mut fx);
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let first_count = app.store.retained;
+    let all = plugin.join().unwrap();
+    // Republish; the second viewer gets the history again plus one new op.
+    let server = publish(1);
+    let plugin = std::thread::spawn(move || {
+        let (_rx, first) = server.accept().unwrap();
+        let ViewerMsg::Hello { data, .. } = first else {
+            panic!()
+        };
+        for fr in &all {
+            data.send(&encode(fr).unwrap()).unwrap();
+        }
+        let newer = EventRecord {
+            id: 99_999,
+            start_ns: T0 + 100 * MS,
+            end_ns: T0 + 101 * MS,
+            comm: 0,
+            rank: 0,
+            kind: EventKind::Coll as u8,
+            ..Default::default()
+        };
+        data.send(&encode(&Frame::Events(vec![newer])).unwrap())
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    });
+    while app.store.retained < first_count + 1 {
+        ingest_turn(&mut app, &live, &mut fx);
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{}",
+            app.store.retained
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    ingest_turn(&mut app, &live, &mut fx);
+    assert_eq!(app.store.retained, first_count + 1);
+    assert_eq!(app.store.procs.len(), 1);
+    plugin.join().unwrap();
+}
