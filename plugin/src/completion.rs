@@ -744,11 +744,12 @@ impl Completion {
             }
         }
         // Containers waiting only for a quiet pass are re-checked next pass.
-        self.dirty.extend(again.into_iter().filter(|id| {
-            self.table
-                .get(id)
-                .is_some_and(|o| o.quiet <= 2 || o.pending.saturating_sub(o.unprogressed) == 0)
-        }));
+        // (Timeouts of containers that never see another child are found by `sweep`.)
+        self.dirty.extend(
+            again
+                .into_iter()
+                .filter(|id| self.table.get(id).is_some_and(|o| o.quiet <= 2)),
+        );
         if now.saturating_sub(self.last_sweep) > 100_000_000 {
             self.last_sweep = now;
             self.sweep(now);

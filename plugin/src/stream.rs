@@ -142,8 +142,8 @@ impl Drain {
         }
     }
 
-    /// One pass over the rings.
-    fn pass(&mut self) {
+    /// One pass over the rings; returns how many records it read.
+    fn pass(&mut self) -> usize {
         let p = self.p;
         let kernel_on = p.control.in_force() & EventKind::KernelCh.bit() != 0;
         // Snapshot every ring's readable range first, then process starts, then the rest.
@@ -183,6 +183,7 @@ impl Drain {
         }
         self.completion.end_pass(monotonic_ns());
         self.completion.take(&mut self.pending);
+        self.scratch.len()
     }
 
     fn counters(&self) -> Counters {
@@ -464,8 +465,17 @@ impl Drain {
 
     /// The drain loop. Exits on shutdown.
     pub fn run(mut self, rx: Receiver<DrainMsg>) {
-        let period = Duration::from_micros(self.p.config.drain_us);
+        let busy = Duration::from_micros(self.p.config.drain_us);
+        // After 100 ms without a record, poll at the 20 ms flush bound instead: an idle job
+        // pays ~nothing for the profiler.
+        let idle = Duration::from_millis(20).max(busy);
+        let mut empty_passes = 0u32;
         loop {
+            let period = if empty_passes * self.p.config.drain_us as u32 > 100_000 {
+                idle
+            } else {
+                busy
+            };
             match rx.recv_timeout(period) {
                 Ok(msg) => self.handle(msg),
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
@@ -477,7 +487,11 @@ impl Drain {
             if self.p.shutting_down() {
                 return;
             }
-            self.pass();
+            if self.pass() == 0 {
+                empty_passes = empty_passes.saturating_add(1);
+            } else {
+                empty_passes = 0;
+            }
             self.publish(false);
             self.frames_sent = self.p.frames_sent.load(Ordering::Relaxed);
             self.bytes_sent = self.p.bytes_sent.load(Ordering::Relaxed);
