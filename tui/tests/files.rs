@@ -148,11 +148,12 @@ fn example_plugin_dumps_open_with_quirks() {
         (d.algo.as_str(), d.proto.as_str(), d.n_channels),
         ("RING", "SIMPLE", 2)
     );
-    // Rank 1 arrives 5 µs late at seq 1, which never ended (truncated file).
+    // Rank 1 arrives 5 µs late at seq 1, which never ended (truncated file): under the
+    // straggler floor, so not flagged.
     assert_eq!(r1[1].start, base + 305_000);
     assert!(r1[1].flags & F_END_UNKNOWN != 0);
     let strag = st.stragglers_in(&rows, 0, u64::MAX);
-    assert_eq!(strag.get(&1).map(|s| (s.rank, s.lag_ns)), Some((1, 5_000)));
+    assert!(strag.is_empty(), "{strag:?}");
     // Kernels: channel 1's stop was never recorded.
     let l0 = rows[0].lane.unwrap();
     let ks = st.kernels_of(l0, &r0[0]);

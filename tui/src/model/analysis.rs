@@ -68,12 +68,19 @@ pub struct Straggler {
     pub lag_ns: u64,
 }
 
-/// Per sequence number, the last rank to start (given (rank, seq, start) of each rank's op),
-/// for sequences seen on at least two ranks with a positive lag.
-pub fn stragglers(rows: &[(i32, u64, u64)]) -> BTreeMap<u64, Straggler> {
-    let mut by_seq: BTreeMap<u64, Vec<(u64, i32)>> = BTreeMap::new();
-    for &(rank, seq, start) in rows {
-        by_seq.entry(seq).or_default().push((start, rank));
+/// A straggler's lag must exceed this…
+pub const STRAGGLER_MIN_NS: u64 = 10_000;
+/// …and this fraction of the instance's median duration, so that jitter is not flagged.
+pub const STRAGGLER_MIN_FRACTION: f64 = 0.1;
+
+/// Per sequence number, the last rank to start, given (rank, seq, start, duration) of each
+/// rank's op: for sequences seen on at least two ranks whose last arrival lags the median
+/// start of the others by more than [`STRAGGLER_MIN_NS`] and [`STRAGGLER_MIN_FRACTION`] of the
+/// median duration.
+pub fn stragglers(rows: &[(i32, u64, u64, u64)]) -> BTreeMap<u64, Straggler> {
+    let mut by_seq: BTreeMap<u64, Vec<(u64, i32, u64)>> = BTreeMap::new();
+    for &(rank, seq, start, dur) in rows {
+        by_seq.entry(seq).or_default().push((start, rank, dur));
     }
     let mut out = BTreeMap::new();
     for (seq, mut v) in by_seq {
@@ -81,13 +88,16 @@ pub fn stragglers(rows: &[(i32, u64, u64)]) -> BTreeMap<u64, Straggler> {
             continue;
         }
         v.sort_unstable();
-        let Some(&(last, rank)) = v.last() else {
+        let Some(&(last, rank, _)) = v.last() else {
             continue;
         };
         let others: Vec<u64> = v[..v.len() - 1].iter().map(|x| x.0).collect();
         let med = percentile(&others, 0.5);
+        let durs: Vec<u64> = v.iter().map(|x| x.2).collect();
+        let med_dur = median(&durs).unwrap_or(0);
         let lag = last - med;
-        if lag > 0 {
+        let min = STRAGGLER_MIN_NS.max((med_dur as f64 * STRAGGLER_MIN_FRACTION) as u64);
+        if lag > min {
             out.insert(seq, Straggler { rank, lag_ns: lag });
         }
     }
@@ -271,26 +281,33 @@ mod tests {
 
     #[test]
     fn straggler_is_last_arrival_by_lag_over_median() {
-        // seq 1: ranks 0,1,2 at 1000,1010,1005; rank 3 at 3000 → lag 3000 - 1005 = 1995.
+        // seq 1: ranks 0,1,2 at 1000,1010,1005 µs; rank 3 at 3000 µs → lag 1995 µs.
+        let us = 1_000;
+        let d = 1_000 * us;
         let rows = [
-            (0, 1, 1000),
-            (1, 1, 1010),
-            (2, 1, 1005),
-            (3, 1, 3000),
-            (0, 2, 5000),
-            (1, 2, 5000),
-            (2, 9, 100), // alone: ignored
+            (0, 1, 1000 * us, d),
+            (1, 1, 1010 * us, d),
+            (2, 1, 1005 * us, d),
+            (3, 1, 3000 * us, d),
+            (0, 2, 5000 * us, d),
+            (1, 2, 5000 * us, d),
+            (2, 9, 100 * us, d), // alone: ignored
+            // seq 3: 50 µs late on 1 ms ops is jitter (< 10 % of the duration).
+            (0, 3, 9000 * us, d),
+            (1, 3, 9050 * us, d),
+            // seq 4: 9 µs late on 20 µs ops is under the absolute floor.
+            (0, 4, 9500 * us, 20 * us),
+            (1, 4, 9509 * us, 20 * us),
         ];
         let s = stragglers(&rows);
         assert_eq!(
             s.get(&1),
             Some(&Straggler {
                 rank: 3,
-                lag_ns: 1995
+                lag_ns: 1995 * us
             })
         );
-        assert_eq!(s.get(&2), None); // no lag
-        assert_eq!(s.get(&9), None);
+        assert_eq!(s.len(), 1);
     }
 
     #[test]

@@ -294,7 +294,7 @@ impl Store {
             let Some(l) = r.lane else { continue };
             for o in self.ops_sampled(l, from, to, cell) {
                 if o.kind == EventKind::Coll as u8 {
-                    v.push((r.rank, o.seq, o.start));
+                    v.push((r.rank, o.seq, o.start, o.end.saturating_sub(o.start)));
                 }
             }
         }

@@ -33,7 +33,11 @@ pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
         let (ops, stride) = s.ops_strided(l, from, to, MAX_OPS_PER_LANE);
         sampled = sampled.max(stride);
         for o in ops {
-            if o.start < from || o.end > to || o.end <= o.start {
+            if o.start < from
+                || o.end > to
+                || o.end <= o.start
+                || o.flags & ncclprof_shared::record::F_END_UNKNOWN != 0
+            {
                 continue;
             }
             let d = s.detail(l, &o);
