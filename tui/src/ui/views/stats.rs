@@ -134,8 +134,16 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             units::dur(r.max),
             r.algbw,
             r.busbw,
-            r.algos.join(","),
-            r.protos.join(",")
+            if r.algos.is_empty() {
+                "-".to_string()
+            } else {
+                r.algos.join(",")
+            },
+            if r.protos.is_empty() {
+                "-".to_string()
+            } else {
+                r.protos.join(",")
+            }
         );
         put(buf, area.x, y, &t, th.func(&r.func), area.width);
     }

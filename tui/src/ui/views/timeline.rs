@@ -99,9 +99,20 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             Style::default()
         };
         put(buf, area.x, y, &label, lst, LABEL - 1);
-        row(app, th, r, &strag, (from, span, cell), (x0, y, tw), buf);
+        // In-flight ops first, so completed ops draw over them; skip those already completed.
         for o in s.open_ops(app.comm, r) {
             if !app.passes(&o.func) {
+                continue;
+            }
+            let done = r.lane.is_some_and(|lane| {
+                s.op(crate::model::query::OpKey {
+                    lane,
+                    id: o.row.id,
+                    start: o.row.start,
+                })
+                .is_some()
+            });
+            if done {
                 continue;
             }
             let a = col(o.row.start, from, span, tw);
@@ -137,6 +148,7 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 ));
             }
         }
+        row(app, th, r, &strag, (from, span, cell), (x0, y, tw), buf);
     }
     if let Some(m) = hung_msgs.first() {
         let more = if hung_msgs.len() > 1 {
