@@ -146,6 +146,10 @@ pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
                 Event::Mouse(m) => handle_mouse(app, m),
                 _ => Vec::new(),
             };
+            if effects.iter().any(|e| matches!(e, Effect::Snapshot(_))) {
+                app.message = Some("writing snapshot…".into());
+                term.terminal.draw(|f| crate::ui::render(f, app))?;
+            }
             fx.run(app, effects);
             dirty = true;
         }

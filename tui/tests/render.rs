@@ -219,3 +219,25 @@ fn keymap_binding_list() {
         .collect();
     insta::assert_snapshot!("bindings", lines.join("\n"));
 }
+
+#[test]
+fn eviction_is_counted_and_shown() {
+    let f = Fixture {
+        seqs: 40,
+        ..Fixture::default()
+    };
+    let mut st = Store::new(64 * 1024);
+    for r in 0..f.ranks {
+        for fr in frames(&f, r) {
+            ncclprof_tui::model::ingest::apply_frame(&mut st, r as u32 + 1, 100 + r as u32, fr);
+        }
+    }
+    assert!(st.evicted > 0);
+    assert!(st.bytes <= 64 * 1024);
+    assert_eq!(st.bytes, st.recount_bytes());
+    let mut app = App::new(st, true, String::new());
+    app.fit_all();
+    let t = render(&app, 160, 12);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("evicted"), "{text}");
+}

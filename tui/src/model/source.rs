@@ -17,7 +17,7 @@ use ncclprof_shared::wire::{self, ViewerMsg};
 pub use super::ingest::SourceMsg;
 
 /// Capacity of the frame channel to the UI loop.
-pub const CHANNEL_CAP: usize = 4096;
+pub const CHANNEL_CAP: usize = 1024;
 /// How often the directory is polled.
 pub const POLL: Duration = Duration::from_millis(500);
 
