@@ -10,6 +10,7 @@ use ncclprof_shared::record::EventRecord;
 use ncclprof_shared::wire::{self, Frame, ViewerMsg};
 
 pub mod e2e;
+pub mod faults;
 
 /// `target/<profile>/` of this build.
 pub fn target_dir() -> PathBuf {
