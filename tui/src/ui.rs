@@ -17,7 +17,8 @@ use views::ViewId;
 
 /// Write `text` at (x, y) clipped to `w` cells.
 pub fn put(buf: &mut Buffer, x: u16, y: u16, text: &str, style: Style, w: u16) -> u16 {
-    if w == 0 {
+    let a = buf.area;
+    if w == 0 || y < a.y || y >= a.bottom() || x < a.x || x >= a.right() {
         return x;
     }
     buf.set_stringn(x, y, text, w as usize, style).0

@@ -241,3 +241,46 @@ fn eviction_is_counted_and_shown() {
     let text = format!("{}", t.backend());
     assert!(text.contains("evicted"), "{text}");
 }
+
+#[test]
+fn every_view_renders_at_every_size_without_panicking() {
+    let f = Fixture {
+        hung: Some(1),
+        drops: 2,
+        ..Fixture::default()
+    };
+    let mut app = app(&f);
+    app.tl.row = 1;
+    app.update(Action::PickOp);
+    for help in [false, true] {
+        app.help = help;
+        for v in ViewId::ALL {
+            app.view = v;
+            for w in [1u16, 5, 19, 20, 21, 30, 45, 60, 80, 133] {
+                for h in [1u16, 2, 3, 4, 5, 7, 10, 24] {
+                    render(&app, w, h);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn chrome_trace_of_a_tiny_fixture() {
+    let f = Fixture {
+        ranks: 2,
+        seqs: 1,
+        straggler: None,
+        ..Fixture::default()
+    };
+    let st = store(&f);
+    let mut out = Vec::new();
+    ncclprof_tui::model::snapshot::write_to(&st, &mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let mut v = v;
+    v["otherData"]["viewer_version"] = "[version]".into();
+    insta::assert_snapshot!(
+        "chrome_trace_tiny",
+        serde_json::to_string_pretty(&v).unwrap()
+    );
+}
