@@ -55,9 +55,20 @@ pub fn handle_mouse(app: &mut App, m: MouseEvent) -> Vec<Effect> {
 #[derive(Default)]
 pub struct Effects {
     pub controls: HashMap<u32, IpcSender<ViewerMsg>>,
+    /// Write snapshots on a writer thread (from a copy of the store) instead of inline.
+    pub threaded: bool,
+    pending: Option<crossbeam_channel::Receiver<Result<std::path::PathBuf, String>>>,
 }
 
 impl Effects {
+    /// Effects that write snapshots on a background thread (`threaded`) or inline.
+    pub fn new(threaded: bool) -> Effects {
+        Effects {
+            threaded,
+            ..Effects::default()
+        }
+    }
+
     pub fn run(&mut self, app: &mut App, effects: Vec<Effect>) {
         for e in effects {
             match e {
@@ -72,12 +83,64 @@ impl Effects {
                     }
                 }
                 Effect::Snapshot(path) => {
-                    let r = snapshot::write(&app.store, &path)
-                        .map(|s| s.path)
-                        .map_err(|e| format!("{e:#}"));
-                    app.snapshot_done(r);
+                    if !self.threaded {
+                        let r = snapshot::write(&app.store, &path)
+                            .map(|s| s.path)
+                            .map_err(|e| format!("{e:#}"));
+                        app.snapshot_done(r);
+                        continue;
+                    }
+                    if self.pending.is_some() {
+                        app.message = Some("a snapshot is already being written".into());
+                        continue;
+                    }
+                    // The copy is bounded by --max-memory; the viewer keeps ingesting meanwhile.
+                    let st = app.store.clone();
+                    let (tx, rx) = crossbeam_channel::bounded(1);
+                    let spawned = std::thread::Builder::new()
+                        .name("ncclprof-snapshot".into())
+                        .spawn(move || {
+                            let r = snapshot::write(&st, &path)
+                                .map(|s| s.path)
+                                .map_err(|e| format!("{e:#}"));
+                            let _ = tx.send(r);
+                        });
+                    match spawned {
+                        Ok(_) => {
+                            self.pending = Some(rx);
+                            app.message = Some("writing snapshot in the background…".into());
+                        }
+                        Err(e) => app.snapshot_done(Err(format!("cannot start the writer: {e}"))),
+                    }
                 }
             }
+        }
+    }
+
+    /// Collect a finished background snapshot. Returns whether one finished.
+    pub fn poll(&mut self, app: &mut App) -> bool {
+        let Some(rx) = &self.pending else {
+            return false;
+        };
+        let r = match rx.try_recv() {
+            Ok(r) => r,
+            Err(crossbeam_channel::TryRecvError::Empty) => return false,
+            Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                Err("the snapshot writer stopped unexpectedly".into())
+            }
+        };
+        self.pending = None;
+        app.snapshot_done(r);
+        true
+    }
+
+    /// Wait for a background snapshot (at exit, so that it is not cut short).
+    pub fn finish(&mut self, app: &mut App) {
+        if let Some(rx) = self.pending.take() {
+            let r = rx
+                .recv()
+                .unwrap_or_else(|_| Err("the snapshot writer stopped unexpectedly".into()));
+            app.snapshot_done(r);
         }
     }
 }
@@ -118,7 +181,7 @@ pub fn ingest_turn(app: &mut App, live: &Live, fx: &mut Effects) -> bool {
 /// Run the interactive viewer until quit.
 pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
     let mut term = crate::term::Term::new()?;
-    let mut fx = Effects::default();
+    let mut fx = Effects::new(true);
     let mut dirty = true;
     let mut last_draw = Instant::now() - FRAME;
     let mut last_tick = Instant::now();
@@ -131,6 +194,7 @@ pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
         {
             dirty = true;
         }
+        dirty |= fx.poll(app);
         if last_tick.elapsed() > Duration::from_millis(250) {
             last_tick = Instant::now();
             dirty |= live.is_some();
@@ -146,12 +210,17 @@ pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
                 Event::Mouse(m) => handle_mouse(app, m),
                 _ => Vec::new(),
             };
-            if effects.iter().any(|e| matches!(e, Effect::Snapshot(_))) {
-                app.message = Some("writing snapshot…".into());
-                term.terminal.draw(|f| crate::ui::render(f, app))?;
-            }
             fx.run(app, effects);
             dirty = true;
+        }
+    }
+    if fx.pending.is_some() {
+        app.message = Some("finishing the snapshot before exiting…".into());
+        term.terminal.draw(|f| crate::ui::render(f, app))?;
+        fx.finish(app);
+        if let Some(Err(e)) = &app.last_snapshot {
+            drop(term);
+            eprintln!("ncclprof-tui: snapshot failed: {e}");
         }
     }
     Ok(())

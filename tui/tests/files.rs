@@ -445,3 +445,34 @@ fn reconnects_when_a_process_republishes_and_keeps_no_duplicates() {
     assert_eq!(app.store.procs.len(), 1);
     plugin.join().unwrap();
 }
+
+#[test]
+fn background_snapshot_completes_while_the_viewer_goes_on() {
+    use ncclprof_tui::event_loop::Effects;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = App::new(store(&Fixture::default()), true, String::new());
+    app.snapshot_dir = dir.path().to_path_buf();
+    app.fixed_snapshot_name = Some("bg.json".into());
+    let mut fx = Effects::new(true);
+    let effects = app.update(ncclprof_tui::action::Action::Snapshot);
+    fx.run(&mut app, effects);
+    assert!(app.message.as_deref().unwrap().contains("background"));
+    // A second request while one is being written is refused, not queued.
+    let effects = app.update(ncclprof_tui::action::Action::Snapshot);
+    fx.run(&mut app, effects);
+    let t0 = Instant::now();
+    while !fx.poll(&mut app) {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let p = dir.path().join("bg.json");
+    assert_eq!(app.last_snapshot, Some(Ok(p.clone())));
+    let mut back = Store::new(1 << 30);
+    open::load(&mut back, &[p]).unwrap();
+    assert_eq!(records(&back), records(&app.store));
+    // Waiting at exit.
+    let effects = app.update(ncclprof_tui::action::Action::Snapshot);
+    fx.run(&mut app, effects);
+    fx.finish(&mut app);
+    assert!(matches!(app.last_snapshot, Some(Ok(_))));
+}
