@@ -99,6 +99,15 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             Style::default()
         };
         put(buf, area.x, y, &label, lst, LABEL - 1);
+        // The process's fate, where it is not streaming: ✗ crashed, ∎ ended.
+        let mark = match s.procs[r.key.proc].state {
+            crate::model::store::ProcState::Crashed => Some(("✗", th.bad())),
+            crate::model::store::ProcState::Ended(_) => Some(("∎", th.dim())),
+            _ => None,
+        };
+        if let Some((m, st)) = mark {
+            put(buf, area.x + LABEL - 1, y, m, st, 1);
+        }
         // In-flight ops first, so completed ops draw over them; skip those already completed.
         for o in s.open_ops(app.comm, r) {
             if !app.passes(&o.func) {
