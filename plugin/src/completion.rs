@@ -18,7 +18,7 @@
 
 #![allow(clippy::collapsible_match)] // one arm per state reads better than match guards
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use ncclprof_shared::kind::{EventKind, state as st};
 use ncclprof_shared::record::*;
@@ -119,7 +119,7 @@ pub struct Completion {
     /// Records whose parent (or own start) was not seen yet: another thread's ring may hold
     /// it beyond this pass's snapshot. Retried once in the next pass.
     deferred: Vec<Item>,
-    deferred_ids: std::collections::HashSet<u64>,
+    deferred_ids: FxHashSet<u64>,
     pub captured: [u64; EventKind::COUNT],
     pub completed: [u64; EventKind::COUNT],
     pub dropped: [u64; DropReason::COUNT],
@@ -138,15 +138,15 @@ fn hi(w: u64) -> u32 {
 impl Completion {
     pub fn new(max_open: usize, timeout_ms: u64, gpu_timer_hz: f64) -> Completion {
         Completion {
-            table: HashMap::with_capacity(4096),
+            table: HashMap::with_capacity_and_hasher(4096, Default::default()),
             max_open,
             timeout_ns: timeout_ms.max(1) * 1_000_000,
-            gpu: HashMap::new(),
+            gpu: HashMap::default(),
             gpu_timer_hz,
             out: Vec::with_capacity(4096),
             dirty: Vec::new(),
             deferred: Vec::new(),
-            deferred_ids: std::collections::HashSet::new(),
+            deferred_ids: FxHashSet::default(),
             captured: [0; EventKind::COUNT],
             completed: [0; EventKind::COUNT],
             dropped: [0; DropReason::COUNT],

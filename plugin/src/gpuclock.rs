@@ -26,6 +26,8 @@ pub struct GpuClock {
     buckets: VecDeque<(u64, i64)>,
     cur_bucket: u64,
     cur_min: Option<(u64, i64)>,
+    /// Fit over the completed buckets: (t0, a, b, shift), refreshed when a bucket closes.
+    fit: Option<(f64, f64, f64, f64)>,
 }
 
 impl GpuClock {
@@ -40,6 +42,7 @@ impl GpuClock {
             buckets: VecDeque::new(),
             cur_bucket: 0,
             cur_min: None,
+            fit: None,
         }
     }
 
@@ -85,6 +88,7 @@ impl GpuClock {
             // The provisional (1.0) envelope is meaningless under the real scale.
             self.buckets.clear();
             self.cur_min = None;
+            self.fit = None;
         }
         let d = cpu_ns as i64 - self.cpu0 as i64 - self.rel(raw);
         let b = cpu_ns / BUCKET_NS;
@@ -94,6 +98,7 @@ impl GpuClock {
                 if self.buckets.len() > BUCKETS {
                     self.buckets.pop_front();
                 }
+                self.fit = Self::fit(&self.buckets);
             }
             self.cur_bucket = b;
         }
@@ -103,38 +108,49 @@ impl GpuClock {
         }
     }
 
-    /// The estimated offset `d` at CPU time `t` (lower envelope with drift).
+    /// Least-squares line through the bucket minima, shifted down so none lies below it.
+    fn fit(pts: &VecDeque<(u64, i64)>) -> Option<(f64, f64, f64, f64)> {
+        if pts.len() < 2 {
+            return None;
+        }
+        let t0 = pts[0].0 as f64;
+        let (mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0);
+        for &(x, y) in pts {
+            let x = x as f64 - t0;
+            let y = y as f64;
+            sx += x;
+            sy += y;
+            sxx += x * x;
+            sxy += x * y;
+        }
+        let nf = pts.len() as f64;
+        let den = nf * sxx - sx * sx;
+        let b = if den.abs() < 1e-9 {
+            0.0
+        } else {
+            (nf * sxy - sx * sy) / den
+        };
+        let a = (sy - b * sx) / nf;
+        let shift = pts
+            .iter()
+            .map(|&(x, y)| y as f64 - (a + b * (x as f64 - t0)))
+            .fold(f64::INFINITY, f64::min);
+        Some((t0, a, b, shift.min(0.0)))
+    }
+
+    /// The estimated offset `d` at CPU time `t`: the drift-following lower envelope of the
+    /// completed buckets, never above the current bucket's minimum.
     fn offset_at(&self, t: u64) -> i64 {
-        let pts: Vec<(u64, i64)> = self.buckets.iter().copied().chain(self.cur_min).collect();
-        match pts.len() {
-            0 => 0,
-            1 => pts[0].1,
-            n => {
-                let t0 = pts[0].0 as f64;
-                let (mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0);
-                for &(x, y) in &pts {
-                    let x = x as f64 - t0;
-                    let y = y as f64;
-                    sx += x;
-                    sy += y;
-                    sxx += x * x;
-                    sxy += x * y;
-                }
-                let nf = n as f64;
-                let den = nf * sxx - sx * sx;
-                let b = if den.abs() < 1e-9 {
-                    0.0
-                } else {
-                    (nf * sxy - sx * sy) / den
-                };
-                let a = (sy - b * sx) / nf;
-                let line = |x: u64| a + b * (x as f64 - t0);
-                let shift = pts
-                    .iter()
-                    .map(|&(x, y)| y as f64 - line(x))
-                    .fold(f64::INFINITY, f64::min);
-                (line(t) + shift.min(0.0)).round() as i64
-            }
+        let cur = self.cur_min.map(|c| c.1);
+        let line = match self.fit {
+            Some((t0, a, b, shift)) => Some((a + b * (t as f64 - t0) + shift).round() as i64),
+            None => self.buckets.iter().map(|b| b.1).min(),
+        };
+        match (line, cur) {
+            (Some(l), Some(c)) => l.min(c),
+            (Some(l), None) => l,
+            (None, Some(c)) => c,
+            (None, None) => 0,
         }
     }
 

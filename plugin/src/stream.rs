@@ -50,7 +50,7 @@ pub struct Outgoing {
     records: u64,
 }
 
-const FRAME_QUEUE: usize = 256;
+const FRAME_QUEUE: usize = 32;
 const EVENTS_EVERY_NS: u64 = 10_000_000;
 const SUMMARY_EVERY_NS: u64 = 250_000_000;
 
