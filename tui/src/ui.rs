@@ -155,3 +155,29 @@ fn waiting(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn views_do_not_use_wire_types() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![root.join("ui.rs")];
+        for d in ["ui", "ui/views"] {
+            for e in std::fs::read_dir(root.join(d)).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == "rs") {
+                    files.push(p);
+                }
+            }
+        }
+        let forbidden = ["shared::", "wire"].concat();
+        for p in files {
+            let text = std::fs::read_to_string(&p).unwrap();
+            assert!(
+                !text.contains(&forbidden),
+                "{} uses wire types",
+                p.display()
+            );
+        }
+    }
+}

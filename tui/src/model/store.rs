@@ -10,6 +10,9 @@ use std::collections::{HashMap, VecDeque};
 
 use ncclprof_shared::record::EventRecord;
 
+/// Drop reasons, as the views name them (re-exported so views need no wire types).
+pub use ncclprof_shared::wire::DropReason;
+
 /// Something with a start and end time, possibly relative to its chunk's base.
 pub trait Timed: Copy {
     fn start(&self, base: u64) -> u64;

@@ -2,8 +2,8 @@
 //! stop, the target (all processes or one), and per-process counters: events/s by kind and
 //! drops by reason.
 
+use crate::model::store::DropReason;
 use ncclprof_shared::kind::EventKind;
-use ncclprof_shared::wire::DropReason;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
