@@ -62,6 +62,18 @@ fn open_files(g: &Global, a: OpenArgs) -> anyhow::Result<()> {
 pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
     let dir = resolve_dir(a.dir);
     link::check_dir(&dir).with_context(|| format!("cannot record from {}", dir.display()))?;
+    // Fail before recording, not after, if the output cannot be written there.
+    let out_dir = match a.output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !out_dir.is_dir() {
+        bail!(
+            "cannot write {}: {} is not a directory",
+            a.output.display(),
+            out_dir.display()
+        );
+    }
     crate::term::install_signal_flag();
     let src = source::live(dir.clone());
     let mut st = store(g);

@@ -284,3 +284,19 @@ fn chrome_trace_of_a_tiny_fixture() {
         serde_json::to_string_pretty(&v).unwrap()
     );
 }
+
+#[test]
+fn busy_processes_are_shown() {
+    let mut app = app(&Fixture::default());
+    ncclprof_tui::model::ingest::apply(
+        &mut app.store,
+        ncclprof_tui::model::ingest::SourceMsg::Busy { pid: 4242 },
+    );
+    app.view = ViewId::Mask;
+    let t = render(&app, 120, 24);
+    let text = format!("{}", t.backend());
+    assert!(
+        text.contains("1 busy") && text.contains("pid 4242"),
+        "{text}"
+    );
+}

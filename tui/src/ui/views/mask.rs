@@ -151,6 +151,12 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         );
         y += 1;
     }
+    if !s.busy.is_empty() {
+        let pids: Vec<String> = s.busy.iter().take(8).map(u32::to_string).collect();
+        let t = format!("busy (another viewer attached): pid {}", pids.join(", "));
+        put(buf, px, y, &t, th.warn(), pw);
+        y += 1;
+    }
     let Some(p) = sel else {
         put(buf, px, y + 1, "no processes yet", th.dim(), pw);
         return;
