@@ -360,3 +360,36 @@ pub fn scenario(
         stderr,
     )
 }
+
+/// Start the driver's `job` scenario (op cycles at full speed until stdin closes, at most
+/// `max_s`) with `NCCLPROF_DIR=<rdv>`; returns it once it printed `ready PID`.
+pub fn spawn_job(rdv: &Path, max_s: u32, env: &[(&str, &str)]) -> (Proc, u32) {
+    let mut cmd = Command::new(driver());
+    cmd.arg("job")
+        .arg(plugin())
+        .arg(max_s.to_string())
+        .env("NCCLPROF_DIR", rdv)
+        .env("NCCL_PROFILE_EVENT_MASK", "0x7fff");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let p = Proc::spawn(cmd);
+    let l = p.expect_line("ready", Duration::from_secs(20));
+    let pid = l["ready ".len()..].trim().parse().expect("pid");
+    (p, pid)
+}
+
+/// Wait for `pid`'s entry in `rdv` with a published server.
+pub fn entry_with_server(rdv: &Path, pid: u32) -> ncclprof_shared::link::ProcessEntry {
+    use ncclprof_shared::link::ProcessEntry;
+    let path = ProcessEntry::path(rdv, pid);
+    let mut entry = None;
+    let found = crate::wait_for(Duration::from_secs(10), || {
+        entry = ProcessEntry::read(&path)
+            .ok()
+            .filter(|e| !e.server.is_empty());
+        entry.is_some()
+    });
+    assert!(found, "no entry with a server at {}", path.display());
+    entry.expect("entry")
+}
