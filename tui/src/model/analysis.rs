@@ -202,21 +202,21 @@ pub struct StatRow {
 }
 
 /// Group samples by function and size bucket.
-pub fn stats(samples: &[OpSample<'_>], nranks: u32) -> Vec<StatRow> {
-    type Acc = (Vec<u64>, u64, Vec<String>, Vec<String>);
-    let mut groups: BTreeMap<(String, u64), Acc> = BTreeMap::new();
+pub fn stats<'a>(samples: &[OpSample<'a>], nranks: u32) -> Vec<StatRow> {
+    type Acc<'a> = (Vec<u64>, u64, Vec<&'a str>, Vec<&'a str>);
+    let mut groups: BTreeMap<(&'a str, u64), Acc<'a>> = BTreeMap::new();
     for s in samples {
         let b = size_bucket(s.bytes);
         let g = groups
-            .entry((s.func.to_string(), b.0))
+            .entry((s.func, b.0))
             .or_insert_with(|| (Vec::new(), 0, Vec::new(), Vec::new()));
         g.0.push(s.dur_ns);
         g.1 += s.bytes;
-        if !s.algo.is_empty() && !g.2.iter().any(|a| a == s.algo) {
-            g.2.push(s.algo.to_string());
+        if !s.algo.is_empty() && !g.2.contains(&s.algo) {
+            g.2.push(s.algo);
         }
-        if !s.proto.is_empty() && !g.3.iter().any(|a| a == s.proto) {
-            g.3.push(s.proto.to_string());
+        if !s.proto.is_empty() && !g.3.contains(&s.proto) {
+            g.3.push(s.proto);
         }
     }
     groups
@@ -228,8 +228,8 @@ pub fn stats(samples: &[OpSample<'_>], nranks: u32) -> Vec<StatRow> {
             let mean_bytes = total_bytes as f64 / n as f64;
             let alg = if mean > 0.0 { mean_bytes / mean } else { 0.0 };
             StatRow {
-                busbw: busbw(&func, nranks, alg),
-                func,
+                busbw: busbw(func, nranks, alg),
+                func: func.to_string(),
                 bucket: size_bucket(lo),
                 count: n,
                 p50: percentile(&durs, 0.5),
@@ -237,8 +237,8 @@ pub fn stats(samples: &[OpSample<'_>], nranks: u32) -> Vec<StatRow> {
                 max: *durs.last().unwrap_or(&0),
                 mean,
                 algbw: alg,
-                algos,
-                protos,
+                algos: algos.into_iter().map(str::to_string).collect(),
+                protos: protos.into_iter().map(str::to_string).collect(),
             }
         })
         .collect()

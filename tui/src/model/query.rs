@@ -6,7 +6,7 @@ use super::analysis;
 use super::store::{CommGroup, Kernel, LaneKey, Op, OpenRow, Proc, ProxyOp, Step, Store};
 
 /// Most steps per lane the proxy breakdown reads per frame before sampling.
-pub const MAX_STEPS_PER_LANE: usize = 4096;
+pub const MAX_STEPS_PER_LANE: usize = 2048;
 
 /// Step phase sums (and step counts) keyed by (channel, peer, send).
 pub type StepBreakdown = std::collections::BTreeMap<(u8, u16, bool), ([(StepPhase, u64); 3], u64)>;

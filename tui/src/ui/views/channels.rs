@@ -55,7 +55,7 @@ pub fn gather(app: &App) -> (String, PerChannel) {
                     .collect(),
             )
         };
-        for kc in s.kernels_strided(l, from, to, 4096) {
+        for kc in s.kernels_strided(l, from, to, 2048) {
             if wanted.as_ref().is_some_and(|w| !w.contains(&kc.parent)) {
                 continue;
             }

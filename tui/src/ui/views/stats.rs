@@ -13,7 +13,7 @@ use crate::ui::theme::Theme;
 
 /// Most ops per rank read per frame; beyond it the table is computed from an even sample
 /// (counts scaled back) and says so.
-pub const MAX_OPS_PER_LANE: usize = 4096;
+pub const MAX_OPS_PER_LANE: usize = 2048;
 
 pub fn rows(app: &App) -> Vec<analysis::StatRow> {
     rows_sampled(app).0
@@ -24,12 +24,15 @@ pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
     let s = &app.store;
     let (from, to) = app.window();
     let rows = s.lane_rows(app.comm);
-    let mut owned: Vec<(String, u64, u64, String, String)> = Vec::new();
+    // Strings are borrowed from the store: no allocation per op.
+    let mut samples: Vec<OpSample<'_>> = Vec::new();
     let mut nranks = 1;
     let mut sampled = 1;
     for r in &rows {
         let Some(l) = r.lane else { continue };
-        nranks = nranks.max(s.nranks_of(r.key));
+        let n = s.nranks_of(r.key);
+        nranks = nranks.max(n);
+        let p = s.proc_of_lane(l);
         let (ops, stride) = s.ops_strided(l, from, to, MAX_OPS_PER_LANE);
         sampled = sampled.max(stride);
         for o in ops {
@@ -40,23 +43,19 @@ pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
             {
                 continue;
             }
-            let d = s.detail(l, &o);
-            if !app.passes(&d.func) {
+            let func = p.string(o.strings[0]);
+            if !app.passes(func) {
                 continue;
             }
-            owned.push((d.func, d.bytes, d.dur_ns, d.algo, d.proto));
+            samples.push(OpSample {
+                func,
+                bytes: analysis::op_bytes(func, p.string(o.strings[1]), o.count, n),
+                dur_ns: o.end - o.start,
+                algo: p.string(o.strings[2]),
+                proto: p.string(o.strings[3]),
+            });
         }
     }
-    let samples: Vec<OpSample<'_>> = owned
-        .iter()
-        .map(|(f, b, d, a, p)| OpSample {
-            func: f,
-            bytes: *b,
-            dur_ns: *d,
-            algo: a,
-            proto: p,
-        })
-        .collect();
     let mut out = analysis::stats(&samples, nranks);
     if sampled > 1 {
         for r in &mut out {
