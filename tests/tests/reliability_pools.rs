@@ -1,5 +1,6 @@
 //! Event pools and buffers full (issue 6): a 64-slot capture ring drained every 20 ms, one
-//! ring for two NCCL threads, a 1024-event open table. Every start is either captured or
+//! ring for two NCCL threads, a 1024-event open table, 4100 distinct strings for a 4000-id
+//! interner. Every start is either captured or
 //! dropped with its reason: never silent.
 
 use std::time::Duration;
@@ -27,6 +28,10 @@ fn full_rings_tables_and_pools_drop_by_reason_never_silently() {
     assert!(n("ring_full") > 0, "{r}");
     assert_eq!(n("no_ring"), 1000, "the second thread has no ring: {r}");
     assert!(n("table_full") > 0, "{r}");
+    assert!(
+        n("strings_full") > 0,
+        "4100 distinct strings > 4000 ids: {r}"
+    );
     // Exact accounting of every start.
     assert_eq!(captured + n("ring_full") + n("no_ring"), issued, "{r}");
     assert_eq!(r["open_events"], 1024, "the table stays bounded: {r}");

@@ -755,7 +755,19 @@ fn pools(plugin: &Path) {
             std::thread::sleep(Duration::from_millis(25));
         }
     }
-    let issued = burst + other + paced;
+    // 4. More distinct strings than the interner holds (4000 ids): strings full.
+    let names: Vec<std::ffi::CString> = (0..4_100)
+        .map(|i| std::ffi::CString::new(format!("Func{i}")).unwrap())
+        .collect();
+    for (i, n) in names.iter().enumerate() {
+        let mut d = coll_descr(200_000 + i as u64, null);
+        d.u.coll.func = n.as_ptr();
+        lib.start(ctx, &mut d);
+        if i % 32 == 31 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let issued = burst + other + paced + names.len() as u64;
     let c = fresh_counters(&mut v, Duration::from_secs(5), |c| {
         c.captured_for(EventKind::Coll)
             + c.dropped_for(DropReason::RingFull)
