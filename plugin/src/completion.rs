@@ -52,10 +52,8 @@ struct Open {
     last_activity: u64,
     /// ProxyOp: progressed (InProgress or a legacy state seen).
     progressed: bool,
-    /// KernelCh: raw GPU start/stop.
-    gpu: [u64; 2],
     /// ProxyOp: open steps (step index, id).
-    steps: [(u32, u64); 8],
+    steps: Option<Box<[(u32, u64); 8]>>,
     /// Coll/P2p: proxy steps done per channel (for the in-flight summary).
     steps_done: Option<Box<[u32; 64]>>,
     /// Passes since completion first looked possible.
@@ -78,8 +76,7 @@ impl Open {
             kernel_min: u64::MAX,
             last_activity: now,
             progressed: false,
-            gpu: [0; 2],
-            steps: [(u32::MAX, 0); 8],
+            steps: None,
             steps_done: None,
             quiet: 0,
         }
@@ -297,9 +294,9 @@ impl Completion {
             }
             EventKind::KernelCh => {
                 rec.sub = w[0] as u8;
-                rec.p[6 - 2] = u64::from(r.ctx); // GPU id = context (one GPU per rank)
+                rec.p[4] = u64::from(r.ctx); // GPU id = context (one GPU per rank)
                 o = Open::new(rec, ns);
-                o.gpu[0] = w[1];
+                o.rec.p[0] = w[1];
             }
             EventKind::NetPlugin => {
                 rec.p[0] = w[0];
@@ -369,7 +366,10 @@ impl Completion {
                             let step = o.rec.p[0] as u32;
                             let mut replaced = None;
                             let mut free = None;
-                            for (i, s) in parent.steps.iter_mut().enumerate() {
+                            let steps = parent
+                                .steps
+                                .get_or_insert_with(|| Box::new([(u32::MAX, 0); 8]));
+                            for (i, s) in steps.iter_mut().enumerate() {
                                 if s.0 == step {
                                     replaced = Some(s.1);
                                     s.1 = r.id;
@@ -383,7 +383,7 @@ impl Completion {
                                 self.table.remove(&old);
                                 o.rec.flags |= F_RESTARTED;
                             } else if let Some(i) = free {
-                                parent.steps[i] = (step, r.id);
+                                steps[i] = (step, r.id);
                             }
                         }
                         _ => {}
@@ -489,7 +489,7 @@ impl Completion {
             }
             Some(EventKind::KernelCh) => {
                 if s == st::KERNEL_CH_STOP {
-                    o.gpu[1] = arg;
+                    o.rec.p[1] = arg;
                 }
             }
             Some(EventKind::NetPlugin) => {
@@ -535,7 +535,12 @@ impl Completion {
         let (mut child_start, mut child_end) = (o.rec.start_ns, ns);
         match kind {
             EventKind::ProxyOp => {
-                for &(_, id) in o.steps.iter().filter(|s| s.0 != u32::MAX) {
+                for &(_, id) in o
+                    .steps
+                    .iter()
+                    .flat_map(|s| s.iter())
+                    .filter(|s| s.0 != u32::MAX)
+                {
                     // Steps still open when their op stops were abandoned by NCCL.
                     self.table.remove(&id);
                 }
@@ -556,7 +561,7 @@ impl Completion {
                     o.rec.flags |= op.rec.flags & (F_SEND | F_FOREIGN);
                     op.rec.p[3] += o.rec.p[4];
                     let step = o.rec.p[0] as u32;
-                    for s in op.steps.iter_mut() {
+                    for s in op.steps.iter_mut().flat_map(|s| s.iter_mut()) {
                         if s.0 == step && s.1 == o.rec.id {
                             *s = (u32::MAX, 0);
                         }
@@ -574,20 +579,18 @@ impl Completion {
                 return;
             }
             EventKind::KernelCh => {
-                o.rec.p[0] = o.gpu[0];
-                o.rec.p[1] = o.gpu[1];
                 o.rec.p[2] = o.rec.start_ns;
                 o.rec.p[3] = ns;
-                if o.gpu[0] != 0 && o.gpu[1] != 0 {
+                if o.rec.p[0] != 0 && o.rec.p[1] != 0 {
                     let hz = self.gpu_timer_hz;
                     let clock = self
                         .gpu
                         .entry(o.rec.comm)
                         .or_insert_with(|| GpuClock::new(hz));
-                    clock.observe(o.rec.start_ns, o.gpu[0]);
-                    clock.observe(ns, o.gpu[1]);
-                    let s = clock.convert(o.gpu[0], o.rec.start_ns);
-                    let e = clock.convert(o.gpu[1], ns).max(s);
+                    clock.observe(o.rec.start_ns, o.rec.p[0]);
+                    clock.observe(ns, o.rec.p[1]);
+                    let s = clock.convert(o.rec.p[0], o.rec.start_ns);
+                    let e = clock.convert(o.rec.p[1], ns).max(s);
                     o.rec.start_ns = s;
                     o.rec.end_ns = e;
                     o.rec.flags |= F_GPU_CONVERTED;

@@ -27,7 +27,6 @@ use ncclprof_shared::wire::{
 use crate::Plugin;
 use crate::clock::Calibration;
 use crate::completion::{Completion, Item};
-use crate::ring::Raw;
 
 /// Messages to the drain thread.
 pub enum DrainMsg {
@@ -104,7 +103,8 @@ pub struct Drain {
     last_calibration: u64,
     mask_changes_seen: u32,
     last_requested: u32,
-    scratch: Vec<Raw>,
+    /// Reused buffer of the records read in a pass.
+    items: Vec<Item>,
 }
 
 impl Drain {
@@ -138,7 +138,7 @@ impl Drain {
             last_calibration: monotonic_ns(),
             mask_changes_seen: 0,
             last_requested: p.control.wanted(),
-            scratch: Vec::with_capacity(1 << 16),
+            items: Vec::with_capacity(1 << 16),
         }
     }
 
@@ -148,7 +148,8 @@ impl Drain {
         let kernel_on = p.control.in_force() & EventKind::KernelCh.bit() != 0;
         // Snapshot every ring's readable range first, then process starts, then the rest.
         let mut ranges = Vec::new();
-        self.scratch.clear();
+        let mut items = std::mem::take(&mut self.items);
+        items.clear();
         for ring in p.rings.rings() {
             if !ring.is_active() {
                 continue;
@@ -158,32 +159,30 @@ impl Drain {
                 p.rings.recycle_if_retired(ring);
                 continue;
             }
-            let from = self.scratch.len();
             for i in t..h {
-                self.scratch.push(ring.get(i));
-            }
-            ranges.push((ring, from, h));
-        }
-        let items: Vec<Item> = self
-            .scratch
-            .iter()
-            .map(|r| Item {
-                raw: *r,
-                ns: self.cal.to_ns(r.ts),
-                rank: p
+                let raw = ring.get(i);
+                let rank = p
                     .contexts
-                    .get(r.ctx)
-                    .map_or(-1, |s| s.rank.load(Ordering::Relaxed)),
-            })
-            .collect();
+                    .get(raw.ctx)
+                    .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+                items.push(Item {
+                    ns: self.cal.to_ns(raw.ts),
+                    raw,
+                    rank,
+                });
+            }
+            ranges.push((ring, h));
+        }
         self.completion.pass(&items, kernel_on);
-        for (ring, _, h) in ranges {
+        for (ring, h) in ranges {
             ring.release(h);
             p.rings.recycle_if_retired(ring);
         }
         self.completion.end_pass(monotonic_ns());
         self.completion.take(&mut self.pending);
-        self.scratch.len()
+        let n = items.len();
+        self.items = items;
+        n
     }
 
     fn counters(&self) -> Counters {
@@ -315,20 +314,15 @@ impl Drain {
             let from = (at - self.history_base) as usize;
             let n = ((end - at) as usize).min(wire::MAX_RECORDS_PER_FRAME);
             let (a, b) = self.history.as_slices();
-            let chunk: Vec<EventRecord> = if from + n <= a.len() {
-                a[from..from + n].to_vec()
+            let (first, second): (&[EventRecord], &[EventRecord]) = if from + n <= a.len() {
+                (&a[from..from + n], &[])
             } else if from >= a.len() {
-                b[from - a.len()..from - a.len() + n].to_vec()
+                (&b[from - a.len()..from - a.len() + n], &[])
             } else {
-                a[from..]
-                    .iter()
-                    .chain(&b[..n - (a.len() - from)])
-                    .copied()
-                    .collect()
+                (&a[from..], &b[..n - (a.len() - from)])
             };
-            let mut buf =
-                Vec::with_capacity(wire::HEADER_SIZE + n * ncclprof_shared::record::RECORD_SIZE);
-            wire::encode_events(&chunk, &mut buf);
+            let mut buf = Vec::new();
+            wire::encode_events_parts(first, second, &mut buf);
             if !self.try_queue(buf, n as u64) {
                 break;
             }

@@ -297,6 +297,21 @@ pub fn encode_events(records: &[EventRecord], out: &mut Vec<u8>) -> usize {
     n
 }
 
+/// Encode an Events frame from two slices (e.g. the halves of a ring buffer) without an
+/// intermediate copy. Together they must not exceed [`MAX_RECORDS_PER_FRAME`].
+pub fn encode_events_parts(a: &[EventRecord], b: &[EventRecord], out: &mut Vec<u8>) {
+    let n = (a.len() + b.len()).min(MAX_RECORDS_PER_FRAME);
+    let (a, b) = (
+        &a[..a.len().min(n)],
+        &b[..(n - a.len().min(n)).min(b.len())],
+    );
+    out.clear();
+    out.reserve(HEADER_SIZE + n * RECORD_SIZE);
+    header(FrameKind::Events, (a.len() + b.len()) * RECORD_SIZE, out);
+    out.extend_from_slice(EventRecord::as_bytes(a));
+    out.extend_from_slice(EventRecord::as_bytes(b));
+}
+
 /// Encode a postcard-bodied frame. Fails only if the body would exceed [`MAX_FRAME`].
 pub fn encode_msg<T: Serialize>(
     kind: FrameKind,

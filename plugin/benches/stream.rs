@@ -1,0 +1,189 @@
+//! Streaming throughput and latency: producer threads drive the real plugin `.so` at a fixed
+//! event rate (one event = a ProxyStep: start, 3 states, stop), a viewer thread in this process
+//! receives and decodes every frame. For each rate: events delivered, events dropped (by the
+//! plugin's counters), and the latency from an event's end to its arrival at the viewer.
+//!
+//! Run: `cargo build --release -p ncclprof-plugin && cargo bench -p ncclprof-plugin --bench stream`
+//! (`STREAM_SECS=30` for the sustained 30 s run; default 3 s per rate.)
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
+use ncclprof_shared::clock::monotonic_ns;
+use ncclprof_shared::kind::{EventKind, state};
+use ncclprof_shared::wire::{self, Frame};
+
+type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
+
+fn lib_path() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let p = dir.join("libnccl_profiler_ncclprof.so");
+    assert!(
+        p.exists(),
+        "build it first: cargo build --release -p ncclprof-plugin"
+    );
+    p
+}
+
+#[derive(Default)]
+struct ViewerStats {
+    events: AtomicU64,
+    lat_samples: std::sync::Mutex<Vec<u64>>,
+    dropped: AtomicU64,
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("stream: bench");
+        return;
+    }
+    let secs: u64 = std::env::var("STREAM_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let dir = tempfile::tempdir().unwrap();
+    let rdv = dir.path().join("rdv");
+    // SAFETY: before the plugin's first init.
+    unsafe {
+        std::env::set_var("NCCLPROF_DIR", &rdv);
+        std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
+    }
+    // SAFETY: loading our plugin.
+    let lib: libloading::Library = unsafe {
+        libloading::os::unix::Library::open(
+            Some(lib_path()),
+            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
+        )
+    }
+    .unwrap()
+    .into();
+    // SAFETY: v6 table; the library stays loaded for the whole run.
+    let t: &'static T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
+    let mut ctx: *mut c_void = std::ptr::null_mut();
+    let mut mask: c_int = 0;
+    // SAFETY: valid out-pointers.
+    unsafe { (t.init)(&mut ctx, 7, &mut mask, c"stream".as_ptr(), 1, 2, 0, None) };
+    let ctx = ctx as usize;
+
+    // Viewer.
+    let path = ncclprof_shared::link::ProcessEntry::path(&rdv, std::process::id());
+    let entry = loop {
+        if let Ok(e) = ncclprof_shared::link::ProcessEntry::read(&path)
+            && !e.server.is_empty()
+        {
+            break e;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let conn = ncclprof_shared::link::connect(&entry).unwrap();
+    let stats = Arc::new(ViewerStats::default());
+    let vs = stats.clone();
+    std::thread::spawn(move || {
+        let mut n = 0u64;
+        while let Ok(b) = conn.data.recv() {
+            match wire::decode(&b) {
+                Ok(Frame::Events(r)) => {
+                    let now = monotonic_ns();
+                    vs.events.fetch_add(r.len() as u64, Ordering::Relaxed);
+                    n += 1;
+                    if n.is_multiple_of(8)
+                        && let Some(last) = r.last()
+                    {
+                        vs.lat_samples
+                            .lock()
+                            .unwrap()
+                            .push(now.saturating_sub(last.end_ns));
+                    }
+                }
+                Ok(Frame::Counters(c)) => vs.dropped.store(c.total_dropped(), Ordering::Relaxed),
+                _ => {}
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+
+    println!(
+        "streaming to a viewer: one event = ProxyStep (5 calls), 1 producer thread, {secs} s per rate"
+    );
+    println!(
+        "| target ev/s | produced ev/s | delivered ev/s | dropped | latency p50 | latency p99 |"
+    );
+    println!(
+        "|-------------|---------------|----------------|---------|-------------|-------------|"
+    );
+    for target in [100_000u64, 300_000, 1_000_000, 2_000_000, 4_000_000] {
+        let before = stats.events.load(Ordering::Relaxed);
+        let drop_before = stats.dropped.load(Ordering::Relaxed);
+        stats.lat_samples.lock().unwrap().clear();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let tp = t as *const T as usize;
+        let producer = std::thread::spawn(move || {
+            let ctx = ctx as *mut c_void;
+            // SAFETY: the table is a static of the loaded library, which outlives this thread.
+            let t: &T = unsafe { &*(tp as *const T) };
+            // SAFETY: zeroed descriptor is valid.
+            let mut d: v6::Descr = unsafe { std::mem::zeroed() };
+            d.type_ = u64::from(EventKind::ProxyStep.bit());
+            let mut args = v4::StateArgs { trans_size: 65536 };
+            let start = Instant::now();
+            let mut produced = 0u64;
+            while !st.load(Ordering::Relaxed) {
+                // Pace in 100 µs slices.
+                let due = (start.elapsed().as_nanos() as u64 * target / 1_000_000_000)
+                    .saturating_sub(produced);
+                for _ in 0..due {
+                    let mut h = std::ptr::null_mut();
+                    // SAFETY: valid context, slot, descriptor, args.
+                    unsafe {
+                        (t.start_event)(ctx, &mut h, &mut d);
+                        (t.record_event_state)(
+                            h,
+                            state::PROXY_STEP_SEND_GPU_WAIT as c_int,
+                            &mut args,
+                        );
+                        (t.record_event_state)(
+                            h,
+                            state::PROXY_STEP_SEND_PEER_WAIT as c_int,
+                            &mut args,
+                        );
+                        (t.record_event_state)(h, state::PROXY_STEP_SEND_WAIT as c_int, &mut args);
+                        (t.stop_event)(h);
+                    }
+                }
+                produced += due;
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            produced as f64 / start.elapsed().as_secs_f64()
+        });
+        let w0 = Instant::now();
+        std::thread::sleep(Duration::from_secs(secs));
+        stop.store(true, Ordering::Relaxed);
+        let produced = producer.join().unwrap();
+        std::thread::sleep(Duration::from_millis(500)); // let the stream drain
+        let delivered = (stats.events.load(Ordering::Relaxed) - before) as f64
+            / w0.elapsed().as_secs_f64().max(1e-9);
+        let dropped = stats.dropped.load(Ordering::Relaxed) - drop_before;
+        let mut lat = stats.lat_samples.lock().unwrap().clone();
+        lat.sort_unstable();
+        let pct = |p: usize| {
+            lat.get((lat.len() * p / 100).min(lat.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(0)
+        };
+        println!(
+            "| {:>11} | {:>13.0} | {:>14.0} | {:>7} | {:>8.2} ms | {:>8.2} ms |",
+            target,
+            produced,
+            delivered,
+            dropped,
+            pct(50) as f64 / 1e6,
+            pct(99) as f64 / 1e6
+        );
+    }
+    drop(lib);
+}
