@@ -1242,6 +1242,8 @@ struct AProxy {
     ib: [net::ncclProfilerNetIbDescr_v1_t; NCCL_STEPS as usize],
     truth: ProxyOpTruth,
     cut: Option<u32>,
+    /// Step 0's data is ready (its first SendPeerWait was recorded).
+    ready0: bool,
 }
 
 impl AProxy {
@@ -1287,6 +1289,9 @@ struct ATask {
 }
 
 struct ACall {
+    /// Events waiting for the barrier.
+    parked: Vec<Item>,
+    last_tick: u64,
     /// Call index whose data flow waits for every live rank's arrival (rate > 0).
     barrier: Option<(u64, Vec<u32>)>,
     /// Real ns by which the data flow started later than planned.
@@ -1376,12 +1381,16 @@ impl Proxy<'_> {
             if self.sh.stopped() {
                 return;
             }
+            self.blocked = false;
+            if self.sh.rate > 0.0 {
+                self.check_barriers();
+            }
             let fetch = idle || self.active == 0 || pass.is_multiple_of(8);
             let mut appended: Vec<Posted> = Vec::new();
             if fetch {
                 let mut q = self.cr.queue.lock().unwrap();
                 if q.items.is_empty() && self.heap.is_empty() {
-                    if q.done {
+                    if q.done && !self.blocked {
                         return;
                     }
                     if self.active == 0 {
@@ -1414,13 +1423,13 @@ impl Proxy<'_> {
                             continue;
                         }
                     } else {
-                        // only hung operations remain: wait for new work or teardown
-                        q = self
-                            .cr
-                            .cv
-                            .wait_timeout(q, Duration::from_millis(20))
-                            .unwrap()
-                            .0;
+                        // only hung operations, or ones waiting for a late peer, remain
+                        let wait = if self.blocked {
+                            Duration::from_micros(100)
+                        } else {
+                            Duration::from_millis(20)
+                        };
+                        q = self.cr.cv.wait_timeout(q, wait).unwrap().0;
                         if q.items.is_empty() {
                             continue;
                         }
@@ -1440,7 +1449,6 @@ impl Proxy<'_> {
                     idle = false;
                 }
             }
-            self.blocked = false;
             let n = self.progress();
             if self.blocked && n == 0 {
                 // waiting for a late peer
@@ -1493,6 +1501,8 @@ impl Proxy<'_> {
                 tasks: Vec::new(),
                 remaining: 0,
                 first_progress: None,
+                parked: Vec::new(),
+                last_tick: 0,
                 barrier: if self.sh.rate > 0.0 {
                     Some((p.k, p.live.clone()))
                 } else {
@@ -1563,6 +1573,7 @@ impl Proxy<'_> {
                             ..Default::default()
                         },
                         cut,
+                        ready0: false,
                     });
                 }
                 for (chi, &ch) in t.channels.iter().enumerate() {
@@ -1665,31 +1676,92 @@ impl Proxy<'_> {
     }
 
     /// Processes due events; returns how many.
+    /// Whether an event may run before every participant arrived: kernel starts, slot grants
+    /// and receive posts of the first steps, and a send's "data ready" (then SendPeerWait).
+    fn bypasses_barrier(it: &Item) -> bool {
+        match it.what {
+            What::KStart => true,
+            What::StepStart => it.step < NCCL_STEPS,
+            What::Phase(1) | What::Phase(10) | What::Phase(11) => it.step < NCCL_STEPS,
+            _ => false,
+        }
+    }
+
+    /// Releases calls whose participants all arrived; while one waits, its ready sends keep
+    /// recording SendPeerWait (the receiver has not posted a buffer yet).
+    fn check_barriers(&mut self) {
+        let v = self.sh.v;
+        let mut repush = Vec::new();
+        for slot in 0..self.calls.len() {
+            let Some(call) = self.calls[slot].as_mut() else {
+                continue;
+            };
+            let Some((k, live)) = &call.barrier else {
+                continue;
+            };
+            let now = monotonic_ns();
+            if self.sh.board.all_arrived(self.cr.comm, live, *k) {
+                call.shift = now.saturating_sub(self.sh.real(call.row_s));
+                call.barrier = None;
+                repush.append(&mut call.parked);
+                continue;
+            }
+            if call.parked.is_empty() {
+                continue;
+            }
+            self.blocked = true;
+            let tick = (50_000.0 / self.sh.rate.max(1e-9)) as u64;
+            if now < call.last_tick + tick {
+                continue;
+            }
+            call.last_tick = now;
+            let cap = self.sh.cfg.truth_steps;
+            for t in &mut call.tasks {
+                for px in t.proxies.iter_mut().filter(|p| p.spec.is_send && p.ready0) {
+                    if v >= 4 {
+                        let h = px.steps[0];
+                        record_step(
+                            &self.sh.plugin,
+                            &mut self.c,
+                            px,
+                            0,
+                            h,
+                            st::STEP_SEND_PEER_WAIT,
+                            false,
+                            cap,
+                        );
+                    }
+                }
+            }
+        }
+        for it in repush {
+            self.heap.push(Reverse(it));
+        }
+    }
+
+    /// Processes due events; returns how many.
     fn progress(&mut self) -> usize {
         let mut n = 0;
         let rate = self.sh.rate;
         let now = if rate > 0.0 { monotonic_ns() } else { 0 };
+        let mut looked = 0;
         while let Some(Reverse(top)) = self.heap.peek().copied() {
+            looked += 1;
+            if n >= 512 || looked > 4096 {
+                break;
+            }
             let mut shift = 0;
             if let Some(call) = self.calls[top.slot as usize].as_mut() {
-                if top.what != What::KStart
-                    && let Some((k, live)) = &call.barrier
-                {
-                    // the data flow needs every participant's kernel
-                    if !self.sh.board.all_arrived(self.cr.comm, live, *k) {
-                        self.blocked = true;
-                        break;
-                    }
-                    let t = monotonic_ns();
-                    call.shift = t.saturating_sub(self.sh.real(call.row_s));
-                    call.barrier = None;
+                if call.barrier.is_some() && !Self::bypasses_barrier(&top) {
+                    // the data flow needs every participant's kernel: wait for the last one
+                    self.heap.pop();
+                    call.parked.push(top);
+                    self.blocked = true;
+                    continue;
                 }
                 shift = call.shift;
             }
             if rate > 0.0 && self.sh.real(top.key as f64) + shift > now {
-                break;
-            }
-            if n >= 512 {
                 break;
             }
             self.heap.pop();
@@ -2027,6 +2099,9 @@ impl Proxy<'_> {
                     record_step(pl, c, px, i, h, st::STEP_SEND_PEER_WAIT, legacy, cap);
                 }
                 legacy_op(c, px, st::PROXY_OP_SEND_REM_FIFO_WAIT);
+                if i == 0 {
+                    px.ready0 = true;
+                }
             }
             2 if !legacy => {
                 record_step(pl, c, px, i, h, st::STEP_SEND_PEER_WAIT, legacy, cap);
