@@ -598,7 +598,7 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
             };
             let spec = call_spec(cfg, row.comm, rank, row.k, row.kind, row.size);
             let mask = live_mask(sh.v);
-            let cap = a.capture(&crs[ci], ci, &spec, mask);
+            let cap = a.capture(&crs[ci], ci, &row, &spec, mask);
             captured[ci][row.pos] = Some(Arc::new(cap));
         }
         planner.advance_app((per_iter * cfg.comms) as f64 * ENQUEUE_NS);
@@ -658,7 +658,11 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
         if spec.tasks.is_empty() {
             continue;
         }
-        if let (true, Some(tx), Some(cap)) = (graph, &cb_tx, captured[ci][row.pos].clone()) {
+        let ce_only = spec.tasks.iter().all(|t| t.ce);
+        if graph && ce_only {
+            // copy-engine work was enqueued once at capture; a replay emits no profiler event
+            sh.board.arrive(row.comm, rank, row.k);
+        } else if let (true, Some(tx), Some(cap)) = (graph, &cb_tx, captured[ci][row.pos].clone()) {
             // replay: the host callback thread issues Group/Coll/P2p with the captured parents
             let replay = row.iter;
             let sh2 = sh.clone();
@@ -811,8 +815,21 @@ impl AppCtx<'_> {
         (hga, handles, times)
     }
 
-    fn capture(&mut self, cr: &CommRank, ci: usize, spec: &CallSpec, mask: u64) -> Captured {
-        let (hga, api, _) = self.api_layer(cr, spec, mask, true, true);
+    fn capture(
+        &mut self,
+        cr: &CommRank,
+        ci: usize,
+        row: &Row,
+        spec: &CallSpec,
+        mask: u64,
+    ) -> Captured {
+        let (hga, api, times) = self.api_layer(cr, spec, mask, true, true);
+        if !spec.tasks.is_empty() && spec.tasks.iter().all(|t| t.ce) {
+            // copy-engine collectives are enqueued (and reported) once, at capture
+            let idx0 = self.next_idx[ci];
+            self.next_idx[ci] += spec.tasks.len();
+            self.ce_call(cr, ci, row, spec, &api, &times, idx0, false);
+        }
         if hga != 0 {
             self.sh.plugin.stop(hga, &mut self.c);
         }
@@ -1667,6 +1684,13 @@ impl Proxy<'_> {
             if call.hung {
                 // the kernel of a hung op never stops
                 call.remaining = usize::MAX / 2;
+            } else if call.remaining == 0 {
+                // nothing for the proxy to do (e.g. single-rank or all-copy-engine work)
+                self.finish(call);
+                self.free.push(slot);
+                self.active -= 1;
+                self.cr.mark_completed();
+                continue;
             }
             self.calls[slot as usize] = Some(call);
             for (k, ti, pi, s, w) in pushes {

@@ -153,6 +153,15 @@ pub fn call_spec(
 ) -> CallSpec {
     let n = cfg.ranks as u64;
     let r = rank as u64;
+    if n < 2 || size == 0 {
+        // single-rank communicators and empty messages emit nothing, not even CollApi
+        return CallSpec {
+            kind,
+            size,
+            api: vec![],
+            tasks: vec![],
+        };
+    }
     let (nch, proto, step) = geometry(cfg, kind, size);
     let intra = cfg.intra_fraction();
     let seed = cfg.seed;

@@ -614,3 +614,22 @@ fn nonblocking_same_events() {
     assert_eq!(op_list(&a), op_list(&b));
     sane(&b);
 }
+
+#[test]
+fn graph_with_copy_engine_and_single_rank_finish() {
+    let mut c = small();
+    c.graph_replays = 2;
+    c.ce = true;
+    c.workload = Workload::Mixed;
+    let t = run(&c).unwrap();
+    assert!(t.count("CeColl") > 0, "CE events are reported at capture");
+    let mut c1 = small();
+    c1.ranks = 1;
+    let t1 = run(&c1).unwrap();
+    for (k, v) in &t1.counts {
+        if k != "ProxyCtrl" && k != "states" && k != "stops" {
+            assert_eq!(*v, 0, "a single-rank communicator emits no {k}");
+        }
+    }
+    assert!(t1.ranks[0].ops.is_empty());
+}
