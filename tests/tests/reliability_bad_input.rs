@@ -70,7 +70,7 @@ fn bad_input_never_crashes_and_is_counted() {
 /// Bug: the string interner is keyed by the pointer value; a buffer the core reuses for other
 /// text is shown with its first text forever.
 #[test]
-#[ignore = "bug: plugin/src/intern.rs:72 caches strings by pointer; a reused buffer keeps its first text"]
+#[ignore = "bug: plugin/src/intern.rs:74 caches strings by pointer; a reused buffer keeps its first text"]
 fn reused_string_buffer_shows_the_current_text() {
     let r = bad_input();
     assert_eq!(r["reused_buffer_first"], "BufferOne");
@@ -80,7 +80,7 @@ fn reused_string_buffer_shows_the_current_text() {
 /// Bug: steps still open when their ProxyOp stops are removed without a DropReason: of 20
 /// steps started (10 stopped), the 8 the op tracks vanish silently (records + dropped = 12).
 #[test]
-#[ignore = "bug: plugin/src/completion.rs:538 removes steps open at their op's stop without counting Abandoned"]
+#[ignore = "bug: plugin/src/completion.rs:545 removes steps open at their op's stop without counting Abandoned"]
 fn every_open_step_is_a_record_or_counted() {
     let r = bad_input();
     let recs = r["steps_of_20_open"].as_u64().unwrap();
