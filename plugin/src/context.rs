@@ -22,7 +22,15 @@ pub struct Slot {
     pub api: AtomicU32,
     /// Bumped when identity fields change, so the drain thread re-publishes.
     pub version: AtomicU32,
+    /// Bumped each time the slot is reused for a new communicator (see [`Contexts::wire_id`]).
+    pub generation: AtomicU32,
+    /// When it was finalized (monotonic ns); reusable [`REUSE_AFTER_NS`] later.
+    pub finalized_at: AtomicU64,
 }
+
+/// A finalized communicator's slot is reused only after its records have long been drained
+/// and left the history window.
+pub const REUSE_AFTER_NS: u64 = 10_000_000_000;
 
 pub struct Contexts {
     slots: Box<[Slot]>,
@@ -45,21 +53,50 @@ impl Contexts {
         &self.slots
     }
 
-    /// Claim a slot and return its index, or None when all are used.
-    pub fn claim(&self) -> Option<u32> {
+    /// Claim a slot and return its index, or None when all are in use. Slots of communicators
+    /// finalized more than [`REUSE_AFTER_NS`] ago are reused (NCCL jobs create and destroy
+    /// communicators for the whole run).
+    pub fn claim(&self, now_ns: u64) -> Option<u32> {
+        let fresh = |s: &Slot| {
+            s.finalized.store(false, Ordering::Relaxed);
+            s.comm_hash.store(0, Ordering::Relaxed);
+            s.name_id.store(0, Ordering::Relaxed);
+            s.rank.store(-1, Ordering::Relaxed);
+            s.nranks.store(0, Ordering::Relaxed);
+            s.nnodes.store(0, Ordering::Relaxed);
+        };
         for (i, s) in self.slots.iter().enumerate() {
             if s.used
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                s.finalized.store(false, Ordering::Relaxed);
-                s.comm_hash.store(0, Ordering::Relaxed);
-                s.name_id.store(0, Ordering::Relaxed);
-                s.rank.store(-1, Ordering::Relaxed);
+                fresh(s);
+                return Some(i as u32);
+            }
+        }
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.finalized.load(Ordering::Acquire)
+                && now_ns.saturating_sub(s.finalized_at.load(Ordering::Relaxed)) > REUSE_AFTER_NS
+                && s.finalized
+                    .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                s.generation.fetch_add(1, Ordering::AcqRel);
+                fresh(s);
                 return Some(i as u32);
             }
         }
         None
+    }
+
+    /// The communicator id records and Meta carry for slot `i`: unique across reuses.
+    pub fn wire_id(&self, i: u32) -> u32 {
+        match self.get(i) {
+            Some(s) => i.wrapping_add(
+                (MAX_CONTEXTS as u32).wrapping_mul(s.generation.load(Ordering::Acquire)),
+            ),
+            None => u32::MAX,
+        }
     }
 
     /// The context pointer NCCL will hand back for slot `i`.
@@ -106,8 +143,8 @@ mod tests {
     #[test]
     fn pointers_map_back_and_foreign_ones_do_not() {
         let c = Contexts::new();
-        let i = c.claim().unwrap();
-        let j = c.claim().unwrap();
+        let i = c.claim(0).unwrap();
+        let j = c.claim(0).unwrap();
         assert_ne!(i, j);
         assert_eq!(c.index_of(c.ptr(i)), Some(i));
         assert_eq!(c.index_of(c.ptr(j)), Some(j));
@@ -115,5 +152,23 @@ mod tests {
         assert_eq!(c.index_of(0xdead_beef_usize as *mut c_void), None);
         let mis = (c.ptr(i) as usize + 1) as *mut c_void;
         assert_eq!(c.index_of(mis), None);
+    }
+
+    #[test]
+    fn finalized_slots_are_reused_with_a_new_wire_id() {
+        let c = Contexts::new();
+        let mut all = Vec::new();
+        while let Some(i) = c.claim(0) {
+            all.push(i);
+        }
+        assert_eq!(all.len(), MAX_CONTEXTS);
+        let s = c.get(5).unwrap();
+        s.finalized.store(true, Ordering::Release);
+        s.finalized_at.store(1, Ordering::Relaxed);
+        assert_eq!(c.claim(2), None, "too recent");
+        let before = c.wire_id(5);
+        assert_eq!(c.claim(REUSE_AFTER_NS + 10), Some(5));
+        assert_ne!(c.wire_id(5), before);
+        assert_eq!(c.wire_id(5) % MAX_CONTEXTS as u32, 5);
     }
 }

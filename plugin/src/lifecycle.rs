@@ -141,8 +141,10 @@ pub(crate) fn init(
     if p.config.disable {
         return;
     }
-    let Some(i) = p.contexts.claim() else {
-        nccl_log::warn("more than 1024 communicators in this process: this one is not profiled");
+    let Some(i) = p.contexts.claim(ncclprof_shared::clock::monotonic_ns()) else {
+        nccl_log::warn(
+            "more than 1024 communicators alive in this process: this one is not profiled",
+        );
         return;
     };
     let Some(slot) = p.contexts.get(i) else {
@@ -205,6 +207,8 @@ pub fn finalize(ctx: *mut c_void) {
     let Some(slot) = p.contexts.get(i) else {
         return;
     };
+    slot.finalized_at
+        .store(ncclprof_shared::clock::monotonic_ns(), Ordering::Relaxed);
     if slot.finalized.swap(true, Ordering::AcqRel) {
         return; // double finalize
     }

@@ -61,7 +61,7 @@ pub fn comm_infos(p: &Plugin) -> Vec<CommInfo> {
         .enumerate()
         .filter(|(_, s)| s.used.load(Ordering::Acquire))
         .map(|(i, s)| CommInfo {
-            index: i as u32,
+            index: p.contexts.wire_id(i as u32),
             comm_hash: s.comm_hash.load(Ordering::Relaxed),
             name: p.string(s.name_id.load(Ordering::Relaxed)),
             nranks: s.nranks.load(Ordering::Relaxed),
@@ -160,11 +160,12 @@ impl Drain {
                 continue;
             }
             for i in t..h {
-                let raw = ring.get(i);
+                let mut raw = ring.get(i);
                 let rank = p
                     .contexts
                     .get(raw.ctx)
                     .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+                raw.ctx = p.contexts.wire_id(raw.ctx);
                 items.push(Item {
                     ns: self.cal.to_ns(raw.ts),
                     raw,
