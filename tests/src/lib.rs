@@ -19,22 +19,63 @@ pub fn target_dir() -> PathBuf {
     deps.parent().expect("profile dir").to_path_buf()
 }
 
-/// Path of a built workspace artifact (plugin .so or binary), brought up to date first:
-/// these are not dependencies of the test crate, so `cargo test` alone would not rebuild them.
-pub fn artifact(name: &str, package: &str) -> PathBuf {
-    let p = target_dir().join(name);
-    let profile = target_dir()
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", package]);
-    if profile == "release" {
-        cmd.arg("--release");
+/// Newest modification time of the sources an artifact is built from.
+fn newest_source(package_dir: &Path) -> std::time::SystemTime {
+    fn walk(dir: &Path, newest: &mut std::time::SystemTime) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, newest);
+            } else if let Ok(m) = e.metadata().and_then(|m| m.modified()) {
+                *newest = (*newest).max(m);
+            }
+        }
     }
-    let status = cmd.status().expect("run cargo build");
-    assert!(status.success(), "cargo build -p {package} failed");
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(Path::new("."));
+    for d in [package_dir.join("src"), root.join("shared/src")] {
+        walk(&d, &mut newest);
+    }
+    newest
+}
+
+/// Path of a built workspace artifact (plugin .so or binary). These are not dependencies of
+/// the test crate, so `cargo test` alone does not rebuild them: if one is missing or older
+/// than its sources, build the workspace once (`.ci/run` builds it before testing anyway).
+pub fn artifact(name: &str, package: &str) -> PathBuf {
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    let p = target_dir().join(name);
+    let dir_name = match package {
+        "ncclprof-plugin" => "plugin",
+        "ncclprof-noop-plugin" => "noop-plugin",
+        "ncclprof-sim" => "sim",
+        "ncclprof-tui" => "tui",
+        other => other,
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(Path::new("."));
+    let stale = std::fs::metadata(&p)
+        .and_then(|m| m.modified())
+        .map_or(true, |built| built < newest_source(&root.join(dir_name)));
+    if stale {
+        BUILD.call_once(|| {
+            let release = target_dir().file_name().is_some_and(|n| n == "release");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = std::process::Command::new(cargo);
+            cmd.args(["build", "--quiet", "--workspace"]);
+            if release {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("run cargo build");
+            assert!(status.success(), "cargo build --workspace failed");
+        });
+    }
     assert!(p.exists(), "{} missing after build", p.display());
     p
 }

@@ -1,0 +1,152 @@
+//! The real binary in a real terminal: `ncclprof-tui demo` under tmux (send-keys /
+//! capture-pane). Switches every view, toggles a mask bit and waits for the plugin's
+//! acknowledgement, takes a snapshot and validates its JSON, quits cleanly.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("run tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "t"])
+    }
+    fn keys(&self, keys: &[&str]) {
+        let mut a = vec!["send-keys", "-t", "t"];
+        a.extend_from_slice(keys);
+        self.run(&a);
+    }
+    fn wait_for(&self, what: &str, timeout: Duration) -> String {
+        let t0 = Instant::now();
+        let end = Instant::now() + timeout;
+        loop {
+            let s = self.screen();
+            if s.contains(what) {
+                eprintln!("{what:?} after {:?}", t0.elapsed());
+                return s;
+            }
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for {what:?}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
+
+#[test]
+fn demo_in_tmux_views_mask_ack_snapshot_quit() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("tmux not installed: skipping the real-terminal test (.ci/run installs it)");
+        return;
+    }
+    let tui = ncclprof_tests::artifact("ncclprof-tui", "ncclprof-tui");
+    let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
+    let plugin = ncclprof_tests::plugin_path();
+    let work = tempfile::tempdir().unwrap();
+    let t = Tmux {
+        socket: format!("ncclprof-test-{}", std::process::id()),
+    };
+    let cmd = format!(
+        "cd '{}' && '{}' demo --ranks 2 --procs 2 --rate 0.05 --plugin '{}' --sim '{}'; echo exit=$?; sleep 30",
+        work.path().display(),
+        tui.display(),
+        plugin.display(),
+        sim.display()
+    );
+    t.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "120",
+        "-y",
+        "36",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    t.wait_for("procs 2 live", Duration::from_secs(30));
+
+    // Every view, by number key.
+    for (key, marker) in [
+        ("2", "channels"),
+        ("3", "bottleneck"),
+        ("4", "algbw"),
+        ("5", "acknowledged"),
+        ("1", "span"),
+    ] {
+        t.keys(&[key]);
+        t.wait_for(marker, Duration::from_secs(10));
+    }
+    // Tab cycles views too.
+    t.keys(&["Tab"]);
+    t.wait_for("channels", Duration::from_secs(10));
+
+    // Mask: toggle the first kind (Group, off by default) and wait for the plugin's ack.
+    t.keys(&["5"]);
+    let s = t.wait_for("acknowledged 0x175e", Duration::from_secs(10));
+    assert!(s.contains("requested 0x175e"), "{s}");
+    t.keys(&["Space"]);
+    t.wait_for("acknowledged 0x175f", Duration::from_secs(10));
+
+    // Snapshot.
+    t.keys(&["s"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let snap = loop {
+        let found = std::fs::read_dir(work.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "json") && is_complete_snapshot(p));
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot written; screen:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&snap).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    assert!(
+        events.iter().any(|e| e["ph"] == "X"),
+        "snapshot has no spans"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["name"] == "process_name")
+    );
+
+    t.keys(&["q"]);
+    t.wait_for("exit=0", Duration::from_secs(15));
+}
+
+fn is_complete_snapshot(p: &Path) -> bool {
+    std::fs::read_to_string(p)
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .is_some()
+}
