@@ -42,10 +42,21 @@ fn main() {
     }
     let prof = ncclprof_tests::plugin_path();
     let noop = ncclprof_tests::noop_path();
-    println!("scale: wall ns per plugin call of the whole fake job (all its threads on this machine), median of 3 alternated runs");
+    println!(
+        "scale: wall ns per plugin call of the whole fake job (all its threads on this machine), median of 3 alternated runs"
+    );
     println!("| ranks | comms | noop ns/call | ncclprof ns/call | added ns/call |");
     println!("|-------|-------|--------------|------------------|---------------|");
-    for (ranks, comms) in [(2, 1), (8, 1), (16, 1), (32, 1), (64, 1), (8, 8), (8, 64), (2, 64)] {
+    for (ranks, comms) in [
+        (2, 1),
+        (8, 1),
+        (16, 1),
+        (32, 1),
+        (64, 1),
+        (8, 8),
+        (8, 32),
+        (2, 64),
+    ] {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..3 {
             a.push(ns_per_call(&noop, ranks, comms, true));
@@ -53,6 +64,9 @@ fn main() {
             std::thread::sleep(Duration::from_millis(50));
         }
         let (x, y) = (median(&mut a), median(&mut b));
-        println!("| {ranks:>5} | {comms:>5} | {x:>12.1} | {y:>16.1} | {:>13.1} |", y - x);
+        println!(
+            "| {ranks:>5} | {comms:>5} | {x:>12.1} | {y:>16.1} | {:>13.1} |",
+            y - x
+        );
     }
 }

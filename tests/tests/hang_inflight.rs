@@ -1,0 +1,70 @@
+//! A hung collective is visible as hung: rank 1 never finishes AllReduce seq 3; the plugin's
+//! periodic in-flight summary keeps reporting it, with its age growing, while the other
+//! ranks' ops complete.
+
+use std::time::Duration;
+
+use ncclprof_shared::kind::EventKind;
+use ncclprof_shared::wire::Frame;
+
+#[test]
+fn hung_allreduce_is_reported_in_flight_with_growing_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let rdv = dir.path().join("rdv");
+    // SAFETY: before the plugin's first init in this process.
+    unsafe { std::env::set_var("NCCLPROF_DIR", &rdv) };
+    let plugin = ncclprof_tests::plugin_path();
+    let cfg = <ncclprof_sim::SimConfig as clap::Parser>::parse_from([
+        "ncclprof-sim",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--ranks",
+        "4",
+        "--rate",
+        "1",
+        "--duration",
+        "2.5",
+        "--iterations",
+        "1000000",
+        "--workload",
+        "allreduce",
+        "--hang",
+        "1:3",
+        "--quiet",
+    ]);
+    let sim = std::thread::spawn(move || ncclprof_sim::run(&cfg));
+    let mut viewer = ncclprof_tests::Viewer::attach(&rdv, std::process::id());
+    // Wait for two in-flight summaries ≥ 500 ms apart that both hold rank 1's seq 3.
+    let mut first: Option<(u64, u64)> = None;
+    let ok = viewer.until(Duration::from_secs(10), |got| {
+        for f in &got.frames {
+            if let Frame::InFlight(s) = f
+                && let Some(op) = s
+                    .ops
+                    .iter()
+                    .find(|o| o.rank == 1 && o.seq == 3 && o.kind == EventKind::Coll as u8)
+            {
+                match first {
+                    None => first = Some((s.at_ns, op.start_ns)),
+                    Some((t0, start)) if s.at_ns > t0 + 500_000_000 => {
+                        assert_eq!(op.start_ns, start, "same op");
+                        return true;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        false
+    });
+    assert!(ok, "the hung op never showed up in two in-flight summaries");
+    let t = sim.join().unwrap().expect("sim run");
+    // Meanwhile the healthy ranks completed many collectives.
+    let done = viewer
+        .got
+        .records()
+        .iter()
+        .filter(|r| r.kind == EventKind::Coll as u8 && r.rank == 0)
+        .count();
+    assert!(done > 3, "rank 0 completed only {done} collectives");
+    assert!(t.ranks.iter().any(|r| r.ops.iter().any(|o| o.hung)));
+}
