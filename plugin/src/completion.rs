@@ -53,7 +53,8 @@ struct Open {
     /// ProxyOp: progressed (InProgress or a legacy state seen).
     progressed: bool,
     /// ProxyOp: open steps (step index, id).
-    steps: Option<Box<[(u32, u64); 8]>>,
+    /// ProxyOp: open steps (step index, id). NCCL keeps at most 8; more are tracked too.
+    steps: Vec<(u32, u64)>,
     /// Coll/P2p: proxy steps done per channel (for the in-flight summary).
     steps_done: Option<Box<[u32; 64]>>,
     /// Passes since completion first looked possible.
@@ -76,7 +77,7 @@ impl Open {
             kernel_min: u64::MAX,
             last_activity: now,
             progressed: false,
-            steps: None,
+            steps: Vec::new(),
             steps_done: None,
             quiet: 0,
         }
@@ -151,6 +152,11 @@ impl Completion {
         }
     }
 
+    /// Records waiting for a parent from another thread's ring (see [`Completion::pass`]).
+    pub fn deferred(&self) -> usize {
+        self.deferred.len()
+    }
+
     pub fn open_events(&self) -> usize {
         self.table.len()
     }
@@ -175,11 +181,14 @@ impl Completion {
         // Parents were captured before their children (one invariant clock for all threads):
         // time order lets a deferred child find a parent deferred in the same pass.
         carried.sort_by_key(|i| i.raw.ts);
-        for it in carried.iter().filter(|i| i.raw.op == OP_START) {
-            self.start(it, kernel_on, true);
-        }
+        // New starts first: a deferred child's parent may be among them (it sat beyond the
+        // previous snapshot). A new record whose parent is itself deferred is deferred in turn
+        // and finds it next pass.
         for it in items.iter().filter(|i| i.raw.op == OP_START) {
             self.start(it, kernel_on, false);
+        }
+        for it in carried.iter().filter(|i| i.raw.op == OP_START) {
+            self.start(it, kernel_on, true);
         }
         for it in carried.iter().filter(|i| i.raw.op != OP_START) {
             self.state_or_stop(it, true);
@@ -364,26 +373,14 @@ impl Completion {
                             // A receive step started again without a stop: the old handle is
                             // abandoned by NCCL (spec §4.6).
                             let step = o.rec.p[0] as u32;
-                            let mut replaced = None;
-                            let mut free = None;
-                            let steps = parent
-                                .steps
-                                .get_or_insert_with(|| Box::new([(u32::MAX, 0); 8]));
-                            for (i, s) in steps.iter_mut().enumerate() {
-                                if s.0 == step {
-                                    replaced = Some(s.1);
-                                    s.1 = r.id;
-                                    break;
+                            let steps = &mut parent.steps;
+                            match steps.iter_mut().find(|s| s.0 == step) {
+                                Some(s) => {
+                                    let old = std::mem::replace(&mut s.1, r.id);
+                                    self.table.remove(&old);
+                                    o.rec.flags |= F_RESTARTED;
                                 }
-                                if s.0 == u32::MAX && free.is_none() {
-                                    free = Some(i);
-                                }
-                            }
-                            if let Some(old) = replaced {
-                                self.table.remove(&old);
-                                o.rec.flags |= F_RESTARTED;
-                            } else if let Some(i) = free {
-                                steps[i] = (step, r.id);
+                                None => steps.push((step, r.id)),
                             }
                         }
                         _ => {}
@@ -535,14 +532,11 @@ impl Completion {
         let (mut child_start, mut child_end) = (o.rec.start_ns, ns);
         match kind {
             EventKind::ProxyOp => {
-                for &(_, id) in o
-                    .steps
-                    .iter()
-                    .flat_map(|s| s.iter())
-                    .filter(|s| s.0 != u32::MAX)
-                {
-                    // Steps still open when their op stops were abandoned by NCCL.
-                    self.table.remove(&id);
+                for &(_, id) in &o.steps {
+                    // Steps still open when their op stops were abandoned by NCCL: lost, counted.
+                    if self.table.remove(&id).is_some() {
+                        self.dropped[DropReason::Abandoned as usize] += 1;
+                    }
                 }
                 if o.rec.p[4] != 0 {
                     child_start = o.rec.p[4];
@@ -561,11 +555,7 @@ impl Completion {
                     o.rec.flags |= op.rec.flags & (F_SEND | F_FOREIGN);
                     op.rec.p[3] += o.rec.p[4];
                     let step = o.rec.p[0] as u32;
-                    for s in op.steps.iter_mut().flat_map(|s| s.iter_mut()) {
-                        if s.0 == step && s.1 == o.rec.id {
-                            *s = (u32::MAX, 0);
-                        }
-                    }
+                    op.steps.retain(|s| !(s.0 == step && s.1 == o.rec.id));
                     let (channel, coll) = (op.rec.sub, op.rec.parent);
                     let foreign = op.rec.flags & F_FOREIGN != 0;
                     if !foreign && let Some(c) = self.table.get_mut(&coll) {

@@ -20,6 +20,9 @@ const RESERVED: usize = 1;
 pub struct Interner {
     keys: Box<[AtomicUsize]>,
     ids: Box<[AtomicU16]>,
+    /// First ≤ 8 bytes of the string each key was interned with: a pointer reused for other
+    /// text (a non-literal buffer) is noticed and re-copied.
+    prefixes: Box<[AtomicU64]>,
     /// Per id: offset << 16 | len, 0 until published.
     entries: Box<[AtomicU64]>,
     next_id: AtomicUsize,
@@ -49,6 +52,7 @@ impl Interner {
         Interner {
             keys: (0..SLOTS).map(|_| AtomicUsize::new(0)).collect(),
             ids: (0..SLOTS).map(|_| AtomicU16::new(0)).collect(),
+            prefixes: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
             entries: (0..MAX_IDS).map(|_| AtomicU64::new(0)).collect(),
             next_id: AtomicUsize::new(1),
             arena_used: AtomicUsize::new(0),
@@ -68,11 +72,21 @@ impl Interner {
             return 0;
         }
         let key = p as usize;
+        // SAFETY: forwarded contract (reads at most up to the NUL, ≤ 8 bytes).
+        let prefix = unsafe { prefix_of(p) };
         let mut h = hash(key);
         for _ in 0..8 {
             let k = self.keys[h].load(Ordering::Acquire);
             if k == key {
-                return self.ids[h].load(Ordering::Relaxed);
+                if self.prefixes[h].load(Ordering::Relaxed) == prefix {
+                    return self.ids[h].load(Ordering::Relaxed);
+                }
+                // Same pointer, other text: copy again and repoint this slot.
+                // SAFETY: forwarded contract.
+                let id = self.add(unsafe { read_c_str(p) });
+                self.ids[h].store(id, Ordering::Relaxed);
+                self.prefixes[h].store(prefix, Ordering::Relaxed);
+                return id;
             }
             if k == 0 {
                 break;
@@ -80,11 +94,11 @@ impl Interner {
             h = (h + 1) & (SLOTS - 1);
         }
         // SAFETY: forwarded contract.
-        unsafe { self.insert(key) }
+        unsafe { self.insert(key, prefix) }
     }
 
     #[cold]
-    unsafe fn insert(&self, key: usize) -> u16 {
+    unsafe fn insert(&self, key: usize, prefix: u64) -> u16 {
         // SAFETY: caller guarantees a readable NUL-terminated string.
         let bytes = unsafe { read_c_str(key as *const c_char) };
         let id = self.add(bytes);
@@ -98,6 +112,7 @@ impl Interner {
                 .is_ok()
             {
                 self.ids[h].store(id, Ordering::Relaxed);
+                self.prefixes[h].store(prefix, Ordering::Relaxed);
                 self.keys[h].store(key, Ordering::Release);
                 return id;
             }
@@ -158,6 +173,24 @@ impl Interner {
     }
 }
 
+/// The first ≤ 8 bytes of a C string (stopping at its NUL), zero-padded, as one word.
+///
+/// # Safety
+/// `p` must point to a readable NUL-terminated string.
+#[inline(always)]
+unsafe fn prefix_of(p: *const c_char) -> u64 {
+    let mut v = 0u64;
+    for i in 0..8 {
+        // SAFETY: bytes up to and including the NUL are readable.
+        let b = unsafe { *p.add(i) } as u8;
+        if b == 0 {
+            break;
+        }
+        v |= u64::from(b) << (8 * i);
+    }
+    v
+}
+
 /// Copy up to `MAX_STRING` bytes of a C string.
 ///
 /// # Safety
@@ -201,6 +234,20 @@ mod tests {
         assert_eq!(next, 3);
         let (s, _) = t.published_from(next);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn a_reused_buffer_with_new_text_gets_a_new_id() {
+        let t = Interner::new();
+        let mut buf = *b"BufferOne\0";
+        // SAFETY: buf is NUL-terminated and lives across both calls.
+        let a = unsafe { t.intern(buf.as_ptr().cast()) };
+        buf[6..9].copy_from_slice(b"Two");
+        // SAFETY: as above.
+        let b = unsafe { t.intern(buf.as_ptr().cast()) };
+        assert_ne!(a, b);
+        let (s, _) = t.published_from(1);
+        assert_eq!(s, vec![(a, "BufferOne".into()), (b, "BufferTwo".into())]);
     }
 
     #[test]

@@ -201,6 +201,7 @@ impl Drain {
         dropped[DropReason::NoRing as usize] += no_ring;
         dropped[DropReason::StringsFull as usize] += p.strings.full.load(Ordering::Relaxed);
         dropped[DropReason::ViewerSlow as usize] += p.viewer_slow.load(Ordering::Relaxed);
+        dropped[DropReason::UnknownType as usize] += p.unknown_types.load(Ordering::Relaxed);
         Counters {
             at_ns: monotonic_ns(),
             captured: self.completion.captured.to_vec(),
@@ -396,9 +397,14 @@ impl Drain {
                 self.ack_pending = true;
             }
             DrainMsg::Flush(reply, last) => {
-                // Twice: the second pass settles records deferred by the first.
+                // Until settled: later passes resolve records deferred by earlier ones.
                 self.pass();
-                self.pass();
+                for _ in 0..4 {
+                    if self.completion.deferred() == 0 {
+                        break;
+                    }
+                    self.pass();
+                }
                 if last {
                     self.completion.flush_open(monotonic_ns());
                     self.completion.take(&mut self.pending);

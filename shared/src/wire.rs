@@ -125,11 +125,13 @@ pub enum DropReason {
     UnknownHandle = 5,
     /// An open event evicted or abandoned without completion (e.g. never-stopped steps).
     Abandoned = 6,
+    /// A descriptor with an event type this build does not know (a newer API's).
+    UnknownType = 7,
 }
 
 impl DropReason {
-    pub const COUNT: usize = 7;
-    pub const ALL: [DropReason; 7] = [
+    pub const COUNT: usize = 8;
+    pub const ALL: [DropReason; 8] = [
         DropReason::RingFull,
         DropReason::NoRing,
         DropReason::TableFull,
@@ -137,6 +139,7 @@ impl DropReason {
         DropReason::StringsFull,
         DropReason::UnknownHandle,
         DropReason::Abandoned,
+        DropReason::UnknownType,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -147,6 +150,7 @@ impl DropReason {
             DropReason::StringsFull => "strings full",
             DropReason::UnknownHandle => "unknown handle",
             DropReason::Abandoned => "abandoned",
+            DropReason::UnknownType => "unknown event type",
         }
     }
 }
