@@ -1,35 +1,56 @@
-//! `NCCL_PROFILE_DUMP_FILE`: at the last `finalize`, write what the plugin holds as a
-//! Chrome-trace JSON snapshot (the same format the viewer's `s` key writes), so headless jobs
-//! are covered. Written atomically: temp file + rename.
+//! `NCCL_PROFILE_DUMP_FILE`: at the last `finalize`, write what the plugin holds as the same
+//! snapshot the viewer's `s` key writes (`ncclprof_shared::trace`), so headless jobs are covered
+//! and `ncclprof-tui open` reads the file. Written atomically: temp file + rename.
 
-use std::io::Write;
 use std::path::Path;
 
 use ncclprof_shared::record::EventRecord;
 use ncclprof_shared::trace;
+use ncclprof_shared::wire::Counters;
 
 use crate::Plugin;
 
-pub fn write(p: &Plugin, records: &[EventRecord], path: &Path) -> std::io::Result<()> {
-    let comms = crate::stream::comm_infos(p);
-    let (strings, _) = p.strings.published_from(1);
-    let proc_ = trace::ProcessData {
+pub fn write(
+    p: &Plugin,
+    records: &[EventRecord],
+    counters: &Counters,
+    path: &Path,
+) -> std::io::Result<()> {
+    let (list, _) = p.strings.published_from(1);
+    let mut strings = vec![String::new(); list.last().map_or(1, |(id, _)| usize::from(*id) + 1)];
+    for (id, text) in list {
+        strings[usize::from(id)] = text;
+    }
+    let proc_ = trace::Process {
+        src: 1,
         pid: p.pid,
         host: p.host.clone(),
-        comms,
-        strings: strings.into_iter().collect(),
-        records: records.to_vec(),
-    };
-    let meta = trace::Metadata {
+        cmdline: p.cmdline.clone(),
+        api_version: p.api_version.load(std::sync::atomic::Ordering::Relaxed),
+        plugin_version: env!("CARGO_PKG_VERSION").to_string(),
+        clock: "CLOCK_MONOTONIC".into(),
         mask: p.control.in_force(),
-        tool: format!("ncclprof-plugin {}", env!("CARGO_PKG_VERSION")),
-        ..Default::default()
+        active: p.control.active(),
+        requested_mask: None,
+        state: "ended: finalized".into(),
+        comms: crate::stream::comm_infos(p),
+        strings,
+        captured: counters.captured.clone(),
+        completed: counters.completed.clone(),
+        dropped: counters.dropped.clone(),
     };
-    let json = trace::to_chrome_trace(&[proc_], &meta);
+    let lanes = trace::lanes_of(0, records);
+    let totals = trace::Totals {
+        retained: records.len() as u64,
+        evicted: 0,
+        dropped: counters.total_dropped(),
+        writer: format!("ncclprof-plugin {}", env!("CARGO_PKG_VERSION")),
+    };
     let tmp = path.with_extension("json.tmp");
     {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(json.as_bytes())?;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        trace::write(&mut f, &[proc_], &lanes, &totals)?;
+        let f = f.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)

@@ -185,7 +185,10 @@ pub fn flush(
     p: &Plugin,
     last: bool,
     timeout: Duration,
-) -> Option<Vec<ncclprof_shared::record::EventRecord>> {
+) -> Option<(
+    Vec<ncclprof_shared::record::EventRecord>,
+    ncclprof_shared::wire::Counters,
+)> {
     let tx = p
         .to_drain
         .lock()
@@ -224,9 +227,9 @@ pub fn finalize(ctx: *mut c_void) {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        if let (Some(prefix), Some(records)) = (prefix, history) {
+        if let (Some(prefix), Some((records, counters))) = (prefix, history) {
             let path = format!("{prefix}.{}.json", p.pid);
-            match crate::dump::write(p, &records, std::path::Path::new(&path)) {
+            match crate::dump::write(p, &records, &counters, std::path::Path::new(&path)) {
                 Ok(()) => nccl_log::info(&format!("wrote {} events to {path}", records.len())),
                 Err(e) => nccl_log::warn(&format!("could not write dump file {path}: {e}")),
             }

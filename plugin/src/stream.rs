@@ -39,7 +39,7 @@ pub enum DrainMsg {
     /// The viewer changed the mask (requested value).
     MaskChanged(u32),
     /// Drain everything now and acknowledge (finalize).
-    Flush(Sender<Vec<EventRecord>>, bool),
+    Flush(Sender<(Vec<EventRecord>, Counters)>, bool),
 }
 
 /// A frame for the sender thread.
@@ -412,7 +412,7 @@ impl Drain {
                 self.publish(true);
                 let mut all: Vec<EventRecord> = self.history.iter().copied().collect();
                 all.sort_by_key(|r| r.start_ns);
-                let _ = reply.send(all);
+                let _ = reply.send((all, self.counters()));
             }
         }
     }

@@ -56,7 +56,9 @@ fn last_finalize_writes_a_valid_chrome_trace() {
     assert_eq!(spans.len(), 10);
     assert_eq!(spans[0]["name"], "AllGather");
     // Ops without completion signal are reported as such, never with an invented end.
-    assert_eq!(spans[0]["args"]["flags"]["endUnknown"], true);
+    let flags = spans[0]["args"]["ncclprof"]["flags"].as_u64().unwrap() as u16;
+    assert_ne!(flags & ncclprof_shared::record::F_END_UNKNOWN, 0);
+    assert_eq!(v["otherData"]["format"], ncclprof_shared::trace::FORMAT);
     assert!(text.contains("dumpcomm"));
     assert!(!std::path::Path::new(&format!("{path}.tmp")).exists());
 }

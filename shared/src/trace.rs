@@ -1,292 +1,365 @@
-//! Records → Chrome trace event JSON (opens in Perfetto and chrome://tracing).
+//! The ncclprof snapshot: completed records → Chrome trace event JSON that Perfetto and
+//! chrome://tracing open, and that `ncclprof-tui open` reads back exactly. One writer for the
+//! viewer's `s` key and the plugin's `NCCL_PROFILE_DUMP_FILE`, streamed (no per-event JSON tree).
 //!
-//! One trace process per (plugin process, communicator, rank), named
-//! "rank R · COMM · HOST · pid P"; lanes (threads) for collectives/p2p, API calls, groups,
-//! per-channel kernels, per-channel proxy ops and steps, proxy control and net-plugin events.
-//! Timestamps are host `CLOCK_MONOTONIC` µs, so ranks of different processes line up.
+//! Layout: one trace process per rank lane, named "rank R · comm NAME · HOST · pid PID"; threads
+//! for collectives, other events (API, groups), and per channel kernels, proxy ops and steps.
+//! `ts`/`dur` are µs on the shared host clock (`CLOCK_MONOTONIC`). Every record's raw fields ride
+//! in `args.ncclprof`; `otherData` carries the processes, communicators, string tables, masks
+//! and counters.
 
-use std::collections::HashMap;
-
-use serde_json::{Value, json};
+use std::io::{self, Write};
 
 use crate::kind::EventKind;
-use crate::record::*;
-use crate::wire::CommInfo;
+use crate::record::EventRecord;
+use crate::wire::{CommInfo, DropReason};
 
-/// What one plugin process contributed.
+/// Format name in `otherData.format`.
+pub const FORMAT: &str = "ncclprof-snapshot";
+/// Snapshot format version.
+pub const VERSION: u32 = 1;
+
+/// Trace thread ids ("lanes").
+pub const TID_OPS: u32 = 1;
+pub const TID_OTHER: u32 = 2;
+pub const TID_KERNEL: u32 = 100;
+pub const TID_PROXY: u32 = 200;
+pub const TID_STEPS: u32 = 300;
+
+/// One plugin process, as the snapshot's `otherData.processes` describes it.
 #[derive(Debug, Clone, Default)]
-pub struct ProcessData {
+pub struct Process {
+    pub src: u32,
     pub pid: u32,
     pub host: String,
-    pub comms: Vec<CommInfo>,
-    pub strings: HashMap<u16, String>,
-    pub records: Vec<EventRecord>,
-}
-
-/// Snapshot-wide metadata (`otherData`).
-#[derive(Debug, Clone, Default)]
-pub struct Metadata {
+    pub cmdline: String,
+    pub api_version: u32,
+    pub plugin_version: String,
+    pub clock: String,
     pub mask: u32,
-    pub tool: String,
-    /// Drops by reason name, summed over processes.
-    pub drops: Vec<(String, u64)>,
-    pub versions: Vec<String>,
+    pub active: bool,
+    pub requested_mask: Option<u32>,
+    /// "live", "ended: …", "crashed", "offline".
+    pub state: String,
+    pub comms: Vec<CommInfo>,
+    /// String table, index = id (0 = none).
+    pub strings: Vec<String>,
+    pub captured: Vec<u64>,
+    pub completed: Vec<u64>,
+    pub dropped: Vec<u64>,
 }
 
-/// Lane (Chrome "tid") numbers.
-pub mod lane {
-    pub const OPS: u32 = 1;
-    pub const API: u32 = 2;
-    pub const GROUP: u32 = 3;
-    pub const PROXY_CTRL: u32 = 4;
-    pub const KERNEL_BASE: u32 = 100;
-    pub const PROXY_BASE: u32 = 200;
-    pub const STEP_BASE: u32 = 300;
-    pub const NET_BASE: u32 = 400;
+impl Process {
+    fn string(&self, id: u16) -> &str {
+        self.strings.get(usize::from(id)).map_or("", String::as_str)
+    }
+    fn comm(&self, index: u32) -> Option<&CommInfo> {
+        self.comms.iter().find(|c| c.index == index)
+    }
+}
+
+/// One trace process: the records of one (process, communicator, rank).
+#[derive(Debug, Clone, Default)]
+pub struct Lane {
+    /// Index into the `procs` slice.
+    pub proc: usize,
+    pub comm: u32,
+    pub rank: i32,
+    /// (trace thread, record).
+    pub records: Vec<(u32, EventRecord)>,
+}
+
+/// Snapshot-wide figures for `otherData`.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    pub retained: u64,
+    pub evicted: u64,
+    pub dropped: u64,
+    /// Who wrote it ("ncclprof-tui 0.1.0", "ncclprof-plugin 0.1.0").
+    pub writer: String,
+}
+
+/// The trace thread a record belongs on.
+pub fn tid_of(r: &EventRecord) -> u32 {
+    match r.kind() {
+        Some(EventKind::Coll | EventKind::P2p) => TID_OPS,
+        Some(EventKind::KernelCh) => TID_KERNEL + u32::from(r.sub),
+        Some(EventKind::ProxyOp) => TID_PROXY + u32::from(r.sub),
+        Some(EventKind::ProxyStep) => TID_STEPS + u32::from(r.sub),
+        _ => TID_OTHER,
+    }
+}
+
+/// Group records into lanes by (communicator, rank), threads chosen by [`tid_of`].
+pub fn lanes_of(proc: usize, records: &[EventRecord]) -> Vec<Lane> {
+    let mut lanes: Vec<Lane> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for r in records {
+        let i = *index.entry((r.comm, r.rank)).or_insert_with(|| {
+            lanes.push(Lane {
+                proc,
+                comm: r.comm,
+                rank: r.rank,
+                records: Vec::new(),
+            });
+            lanes.len() - 1
+        });
+        lanes[i].records.push((tid_of(r), *r));
+    }
+    lanes
+}
+
+fn thread_name(tid: u32) -> String {
+    match tid {
+        TID_OPS => "collectives / p2p".into(),
+        TID_OTHER => "API, groups, other".into(),
+        t if t >= TID_STEPS => format!("steps ch {}", t - TID_STEPS),
+        t if t >= TID_PROXY => format!("proxy ch {}", t - TID_PROXY),
+        t => format!("kernel ch {}", t.saturating_sub(TID_KERNEL)),
+    }
+}
+
+fn lane_title(p: &Process, lane: &Lane) -> String {
+    if lane.comm == u32::MAX {
+        return format!("process · {} · pid {}", p.host, p.pid);
+    }
+    let comm = p.comm(lane.comm).map_or_else(
+        || "none".to_string(),
+        |c| {
+            if c.name.is_empty() {
+                format!("{:x}", c.comm_hash)
+            } else {
+                c.name.clone()
+            }
+        },
+    );
+    format!(
+        "rank {} · comm {} · {} · pid {}",
+        lane.rank, comm, p.host, p.pid
+    )
+}
+
+/// A JSON string literal (escaped).
+fn js(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-fn lane_of(r: &EventRecord) -> u32 {
+fn name_of(p: &Process, r: &EventRecord) -> String {
     match r.kind() {
-        Some(EventKind::Coll | EventKind::P2p | EventKind::CeColl) => lane::OPS,
-        Some(EventKind::CollApi | EventKind::P2pApi | EventKind::KernelLaunch) => lane::API,
-        Some(EventKind::GroupApi | EventKind::Group | EventKind::CeSync | EventKind::CeBatch) => {
-            lane::GROUP
-        }
-        Some(EventKind::ProxyCtrl) => lane::PROXY_CTRL,
-        Some(EventKind::KernelCh) => lane::KERNEL_BASE + u32::from(r.sub),
-        Some(EventKind::ProxyOp) => lane::PROXY_BASE + u32::from(r.sub),
-        Some(EventKind::ProxyStep) => lane::STEP_BASE + u32::from(r.sub),
-        Some(EventKind::NetPlugin) => lane::NET_BASE,
-        None => 0,
+        Some(
+            EventKind::Coll
+            | EventKind::P2p
+            | EventKind::CeColl
+            | EventKind::CollApi
+            | EventKind::P2pApi,
+        ) => p.string(r.strings()[0]).to_string(),
+        Some(k) => k.name().to_string(),
+        None => format!("kind {}", r.kind),
     }
 }
 
-fn lane_name(tid: u32) -> String {
-    match tid {
-        lane::OPS => "collectives / p2p".into(),
-        lane::API => "API calls".into(),
-        lane::GROUP => "groups".into(),
-        lane::PROXY_CTRL => "proxy thread".into(),
-        lane::NET_BASE => "net plugin".into(),
-        t if t >= lane::STEP_BASE => format!("proxy steps ch {}", t - lane::STEP_BASE),
-        t if t >= lane::PROXY_BASE => format!("proxy ops ch {}", t - lane::PROXY_BASE),
-        t if t >= lane::KERNEL_BASE => format!("kernel ch {}", t - lane::KERNEL_BASE),
-        t => format!("lane {t}"),
-    }
-}
-
-/// The event's display name and its args (every NCCL field it carries).
-pub fn describe(r: &EventRecord, s: &dyn Fn(u16) -> String) -> (String, Value) {
-    let strs = r.strings();
-    let flags = json!({
-        "endKnown": r.has(F_END_KNOWN),
-        "endUnknown": r.has(F_END_UNKNOWN),
-        "inFlight": r.has(F_IN_FLIGHT),
-        "parentUnknown": r.has(F_PARENT_UNKNOWN),
-    });
-    let base = |mut v: Value| {
-        v["id"] = json!(r.id);
-        v["parent"] = json!(r.parent);
-        v["rank"] = json!(r.rank);
-        v["flags"] = flags.clone();
-        v
-    };
+/// The readable args of a record, written as JSON object members (no braces).
+fn write_args(out: &mut impl Write, p: &Process, proc: usize, r: &EventRecord) -> io::Result<()> {
+    let s = r.strings();
     match r.kind() {
-        Some(EventKind::Coll) => (
-            s(strs[0]),
-            base(
-                json!({"seq": r.p[0], "count": r.p[1], "datatype": s(strs[1]), "algo": s(strs[2]),
-                "proto": s(strs[3]), "nChannels": r.sub, "nWarps": r.p[4], "root": r.x as i32,
-                "enqueueStartUs": us(r.start_ns), "enqueueStopUs": us(r.p[3]), "execStartUs": us(r.p[5])}),
-            ),
-        ),
-        Some(EventKind::P2p) => (
-            s(strs[0]),
-            base(
-                json!({"peer": r.x as i32, "count": r.p[1], "datatype": s(strs[1]), "nChannels": r.sub,
-                "enqueueStartUs": us(r.start_ns), "enqueueStopUs": us(r.p[3]), "execStartUs": us(r.p[5])}),
-            ),
-        ),
-        Some(k @ (EventKind::CollApi | EventKind::P2pApi)) => (
-            format!("{} ({})", s(strs[0]), k.name()),
-            base(
-                json!({"count": r.p[1], "datatype": s(strs[1]), "root": r.x as i32,
-                "stream": format!("{:#x}", r.p[4]), "graphCaptured": r.has(F_GRAPH_CAPTURED), "stopUs": us(r.p[3])}),
-            ),
-        ),
-        Some(EventKind::GroupApi) => (
-            "Group API".into(),
-            base(
-                json!({"groupDepth": r.x, "graphCaptured": r.has(F_GRAPH_CAPTURED),
-                "groupStartApiStopUs": us(r.p[0]), "groupEndApiStartUs": us(r.p[1])}),
-            ),
-        ),
-        Some(EventKind::KernelLaunch) => (
-            "KernelLaunch".into(),
-            base(json!({"stream": format!("{:#x}", r.p[4])})),
-        ),
-        Some(EventKind::Group) => ("Group".into(), base(json!({}))),
-        Some(EventKind::ProxyOp) => (
-            if r.has(F_SEND) {
-                "ProxySend"
-            } else {
-                "ProxyRecv"
-            }
-            .into(),
-            base(
-                json!({"channel": r.sub, "peer": r.x as i32, "pid": r.p[0], "nSteps": r.p[1],
-                "chunkSize": r.p[2], "transSize": r.p[3], "inProgressUs": us(r.p[4]),
-                "foreign": r.has(F_FOREIGN), "notNetwork": r.has(F_NOT_NETWORK)}),
-            ),
-        ),
+        Some(EventKind::Coll) => write!(
+            out,
+            "\"SeqNum\":{},\"Count\":{},\"Datatype\":{},\"Algorithm\":{},\"Protocol\":{},\"nChannels\":{},\"nWarps\":{},\"Root\":{},\"EnqueueStopUs\":{},\"ExecStartUs\":{},",
+            r.p[0],
+            r.p[1],
+            js(p.string(s[1])),
+            js(p.string(s[2])),
+            js(p.string(s[3])),
+            r.sub,
+            r.p[4],
+            r.x,
+            us(r.p[3]),
+            us(r.p[5])
+        )?,
+        Some(EventKind::P2p) => write!(
+            out,
+            "\"Peer\":{},\"Count\":{},\"Datatype\":{},\"nChannels\":{},\"EnqueueStopUs\":{},\"ExecStartUs\":{},",
+            r.x,
+            r.p[1],
+            js(p.string(s[1])),
+            r.sub,
+            us(r.p[3]),
+            us(r.p[5])
+        )?,
+        Some(EventKind::KernelCh) => write!(
+            out,
+            "\"Channel\":{},\"StartGpuClk\":{},\"StopGpuClk\":{},\"GpuId\":{},",
+            r.sub, r.p[0], r.p[1], r.p[4]
+        )?,
+        Some(EventKind::ProxyOp) => write!(
+            out,
+            "\"Channel\":{},\"Peer\":{},\"Steps\":{},\"ChunkSize\":{},\"transSize\":{},\"InProgressUs\":{},\"Pid\":{},",
+            r.sub,
+            r.x,
+            r.p[1],
+            r.p[2],
+            r.p[3],
+            us(r.p[4]),
+            r.p[0]
+        )?,
         Some(EventKind::ProxyStep) => {
-            let ph = r.step_phases();
-            (
-                format!(
-                    "{} step {}",
-                    if r.has(F_SEND) { "send" } else { "recv" },
-                    r.p[0]
-                ),
-                base(
-                    json!({"channel": r.sub, "peer": r.x as i32, "step": r.p[0], "transSize": r.p[4],
-                    "peerWaitRetries": r.p[5], "restarted": r.has(F_RESTARTED),
-                    ph[0].0.name(): ph[0].1, ph[1].0.name(): ph[1].1, ph[2].0.name(): ph[2].1}),
-                ),
-            )
-        }
-        Some(EventKind::ProxyCtrl) => (
-            match u32::from(r.sub) {
-                13 | 14 => "Idle/Active",
-                15 | 16 => "Sleep",
-                17 | 18 => "Append",
-                _ => "ProxyCtrl",
+            write!(
+                out,
+                "\"Step\":{},\"Channel\":{},\"Peer\":{},\"transSize\":{},",
+                r.p[0], r.sub, r.x, r.p[4]
+            )?;
+            for (ph, d) in r.step_phases() {
+                write!(out, "{}:{},", js(ph.name()), us(d))?;
             }
-            .into(),
-            base(json!({"lastState": r.sub, "appendedProxyOps": r.x})),
-        ),
-        Some(EventKind::KernelCh) => (
-            format!("kernel ch {}", r.sub),
-            base(
-                json!({"channel": r.sub, "startGpuClk": r.p[0], "stopGpuClk": r.p[1],
-                "startCallbackUs": us(r.p[2]), "stopCallbackUs": us(r.p[3]),
-                "gpuConverted": r.has(F_GPU_CONVERTED)}),
-            ),
-        ),
-        Some(EventKind::NetPlugin) => (
-            "NetPlugin".into(),
-            base(
-                json!({"pluginId": format!("{:#x}", r.p[0]), "wrId": r.p[1], "opcode": r.p[2],
-                "length": r.p[3], "qpNumOrFd": r.x, "deviceOrOp": r.sub, "updates": r.p[4]}),
-            ),
-        ),
-        Some(EventKind::CeColl) => (
-            s(strs[0]),
-            base(
-                json!({"seq": r.p[0], "count": r.p[1], "datatype": s(strs[1]),
-                "syncStrategy": s(strs[2]), "ceSeqNum": r.x}),
-            ),
-        ),
-        Some(EventKind::CeSync) => (
-            "CeSync".into(),
-            base(json!({"nRanks": r.x, "isComplete": r.has(F_CE_FLAG)})),
-        ),
-        Some(EventKind::CeBatch) => (
-            "CeBatch".into(),
-            base(json!({"numOps": r.x, "totalBytes": r.p[1], "useIntraSync": r.has(F_CE_FLAG)})),
-        ),
-        None => ("unknown".into(), base(json!({"kind": r.kind}))),
-    }
-}
-
-/// The trace "pid" of (process, comm, rank): unique and stable within a snapshot.
-fn track_id(proc_index: usize, comm: u32) -> u64 {
-    (proc_index as u64 + 1) * 100_000 + u64::from(comm.min(99_999))
-}
-
-/// Build the whole Chrome trace document.
-pub fn to_chrome_trace(procs: &[ProcessData], meta: &Metadata) -> String {
-    let mut events: Vec<Value> = Vec::new();
-    for (pi, p) in procs.iter().enumerate() {
-        let strings = |id: u16| p.strings.get(&id).cloned().unwrap_or_default();
-        let mut tracks: HashMap<u64, (u32, i32)> = HashMap::new();
-        let mut lanes: HashMap<(u64, u32), ()> = HashMap::new();
-        for r in &p.records {
-            let track = track_id(pi, r.comm);
-            tracks.entry(track).or_insert((r.comm, r.rank));
-            let tid = lane_of(r);
-            lanes.insert((track, tid), ());
-            let (name, args) = describe(r, &strings);
-            let cat = r.kind().map_or("unknown", EventKind::name);
-            let (start, end) = (r.start_ns, r.end_ns.max(r.start_ns));
-            events.push(json!({"name": name, "cat": cat, "ph": "X", "ts": us(start),
-                "dur": us(end - start), "pid": track, "tid": tid, "args": args}));
         }
-        for (track, (comm, rank)) in tracks {
-            let c = p.comms.iter().find(|c| c.index == comm);
-            let cname = c.map_or_else(
-                || "unknown comm".to_string(),
-                |c| {
-                    if c.name.is_empty() {
-                        format!("comm {:016x}", c.comm_hash)
-                    } else {
-                        c.name.clone()
-                    }
-                },
-            );
-            let rank = c.map_or(rank, |c| c.rank);
-            events.push(json!({"name": "process_name", "ph": "M", "pid": track,
-                "args": {"name": format!("rank {rank} · {cname} · {} · pid {}", p.host, p.pid)}}));
-            events.push(
-                json!({"name": "process_sort_index", "ph": "M", "pid": track,
-                "args": {"sort_index": (pi as i64) * 1000 + i64::from(rank)}}),
-            );
-        }
-        for (track, tid) in lanes.into_keys() {
-            events.push(
-                json!({"name": "thread_name", "ph": "M", "pid": track, "tid": tid,
-                "args": {"name": lane_name(tid)}}),
-            );
+        _ => {
+            if s[0] != 0 {
+                write!(out, "\"func\":{},", js(p.string(s[0])))?;
+            }
         }
     }
-    let hosts: Vec<&str> = procs.iter().map(|p| p.host.as_str()).collect();
-    let comms: Vec<Value> = procs
+    match p.comm(r.comm) {
+        Some(c) => write!(out, "\"CommHash\":{},", c.comm_hash)?,
+        None => write!(out, "\"CommHash\":null,")?,
+    }
+    write!(
+        out,
+        "\"Rank\":{},\"ncclprof\":{{\"proc\":{proc},\"id\":{},\"parent\":{},\"start_ns\":{},\"end_ns\":{},\"comm\":{},\"rank\":{},\"kind\":{},\"sub\":{},\"flags\":{},\"x\":{},\"p\":[{},{},{},{},{},{}]}}",
+        r.rank,
+        r.id,
+        r.parent,
+        r.start_ns,
+        r.end_ns,
+        r.comm,
+        r.rank,
+        r.kind,
+        r.sub,
+        r.flags,
+        r.x,
+        r.p[0],
+        r.p[1],
+        r.p[2],
+        r.p[3],
+        r.p[4],
+        r.p[5]
+    )
+}
+
+fn other_data(procs: &[Process], totals: &Totals) -> serde_json::Value {
+    use serde_json::json;
+    let ps: Vec<serde_json::Value> = procs
         .iter()
-        .flat_map(|p| {
-            p.comms.iter().map(move |c| {
-                json!({"pid": p.pid, "host": p.host, "index": c.index, "commHash": format!("{:016x}", c.comm_hash),
-                "name": c.name, "rank": c.rank, "nranks": c.nranks, "nnodes": c.nnodes, "apiVersion": c.api_version})
+        .map(|p| {
+            json!({
+                "src": p.src, "pid": p.pid, "host": p.host, "cmdline": p.cmdline,
+                "api_version": p.api_version, "plugin_version": p.plugin_version,
+                "clock": p.clock, "mask": p.mask, "mask_names": crate::mask::names(p.mask),
+                "active": p.active, "requested_mask": p.requested_mask, "state": p.state,
+                "comms": p.comms.iter().map(|c| json!({
+                    "index": c.index, "comm_hash": c.comm_hash, "name": c.name,
+                    "nranks": c.nranks, "nnodes": c.nnodes, "rank": c.rank, "finalized": c.finalized,
+                })).collect::<Vec<_>>(),
+                "strings": p.strings,
+                "dropped": p.dropped,
+                "dropped_reasons": DropReason::ALL.iter().map(|r| r.name()).collect::<Vec<_>>(),
+                "captured": p.captured,
+                "completed": p.completed,
             })
         })
         .collect();
-    let doc = json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "tool": meta.tool,
-            "format": "ncclprof-snapshot",
-            "formatVersion": 1,
-            "clock": "CLOCK_MONOTONIC",
-            "mask": meta.mask,
-            "maskNames": crate::mask::names(meta.mask),
-            "drops": meta.drops.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-            "hosts": hosts,
-            "communicators": comms,
-            "versions": meta.versions,
+    let mut hosts: Vec<&str> = procs.iter().map(|p| p.host.as_str()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    json!({
+        "format": FORMAT,
+        "version": VERSION,
+        "viewer_version": totals.writer,
+        "protocol": crate::PROTOCOL_VERSION,
+        "hosts": hosts,
+        "retained": totals.retained,
+        "evicted": totals.evicted,
+        "dropped": totals.dropped,
+        "processes": ps,
+    })
+}
+
+/// Write the snapshot. Returns the number of events written.
+pub fn write(
+    out: &mut impl Write,
+    procs: &[Process],
+    lanes: &[Lane],
+    totals: &Totals,
+) -> io::Result<u64> {
+    out.write_all(b"{\"traceEvents\":[\n")?;
+    let mut first = true;
+    let mut sep = |out: &mut dyn Write| -> io::Result<()> {
+        if !first {
+            out.write_all(b",\n")?;
         }
-    });
-    serde_json::to_string(&doc).unwrap_or_else(|_| "{}".into())
+        first = false;
+        Ok(())
+    };
+    let mut n = 0u64;
+    for (li, lane) in lanes.iter().enumerate() {
+        let Some(p) = procs.get(lane.proc) else {
+            continue;
+        };
+        let tpid = li as u64 + 1;
+        sep(out)?;
+        write!(
+            out,
+            "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{tpid},\"tid\":0,\"args\":{{\"name\":{}}}}}",
+            js(&lane_title(p, lane))
+        )?;
+        sep(out)?;
+        write!(
+            out,
+            "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{tpid},\"tid\":0,\"args\":{{\"sort_index\":{}}}}}",
+            lane.rank.max(0) as u64 * 1000 + li as u64
+        )?;
+        let mut tids: Vec<u32> = lane.records.iter().map(|r| r.0).collect();
+        tids.sort_unstable();
+        tids.dedup();
+        for t in tids {
+            sep(out)?;
+            write!(
+                out,
+                "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{tpid},\"tid\":{t},\"args\":{{\"name\":{}}}}}",
+                js(&thread_name(t))
+            )?;
+        }
+        for (tid, r) in &lane.records {
+            sep(out)?;
+            let cat = r.kind().map_or("?", EventKind::name);
+            write!(
+                out,
+                "{{\"ph\":\"X\",\"name\":{},\"cat\":\"{cat}\",\"pid\":{tpid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{",
+                js(&name_of(p, r)),
+                us(r.start_ns),
+                us(r.end_ns.saturating_sub(r.start_ns))
+            )?;
+            write_args(out, p, lane.proc, r)?;
+            out.write_all(b"}}")?;
+            n += 1;
+        }
+    }
+    out.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
+    serde_json::to_writer(&mut *out, &other_data(procs, totals)).map_err(io::Error::other)?;
+    out.write_all(b"}\n")?;
+    Ok(n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::pack_strings;
 
     #[test]
-    fn valid_json_with_named_tracks() {
+    fn valid_json_with_named_tracks_and_raw_records() {
         let rec = EventRecord {
             id: 1,
             kind: EventKind::Coll as u8,
@@ -297,9 +370,9 @@ mod tests {
             p: [7, 1024, pack_strings([1, 2, 0, 0]), 2_000, 0, 3_000],
             ..Default::default()
         };
-        let p = ProcessData {
+        let p = Process {
             pid: 42,
-            host: "h".into(),
+            host: "h\"q".into(),
             comms: vec![CommInfo {
                 index: 0,
                 comm_hash: 5,
@@ -310,17 +383,25 @@ mod tests {
                 api_version: 6,
                 finalized: false,
             }],
-            strings: [(1, "AllReduce".to_string()), (2, "ncclFloat32".to_string())].into(),
-            records: vec![rec],
+            strings: vec![String::new(), "AllReduce".into(), "ncclFloat32".into()],
+            ..Default::default()
         };
-        let s = to_chrome_trace(&[p], &Metadata::default());
-        let v: Value = serde_json::from_str(&s).unwrap();
+        let lanes = lanes_of(0, &[rec]);
+        let mut out = Vec::new();
+        assert_eq!(
+            write(&mut out, &[p], &lanes, &Totals::default()).unwrap(),
+            1
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let evs = v["traceEvents"].as_array().unwrap();
         let x = evs.iter().find(|e| e["ph"] == "X").unwrap();
         assert_eq!(x["name"], "AllReduce");
-        assert_eq!(x["args"]["seq"], 7);
+        assert_eq!(x["args"]["SeqNum"], 7);
+        assert_eq!(x["args"]["Datatype"], "ncclFloat32");
         assert_eq!(x["dur"], 4.0);
+        assert_eq!(x["args"]["ncclprof"]["p"][5], 3000);
         let m = evs.iter().find(|e| e["name"] == "process_name").unwrap();
-        assert_eq!(m["args"]["name"], "rank 3 · world · h · pid 42");
+        assert_eq!(m["args"]["name"], "rank 3 · comm world · h\"q · pid 42");
+        assert_eq!(v["otherData"]["format"], FORMAT);
     }
 }

@@ -13,20 +13,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use ncclprof_shared::kind::EventKind;
 use ncclprof_shared::record::{EventRecord, pack_strings};
-use serde_json::{Value, json};
+use ncclprof_shared::trace;
+use ncclprof_shared::wire::CommInfo;
 
 use super::store::{Kernel, Lane, Op, ProcState, ProxyOp, Store};
 
-/// Format name in `otherData.format`.
-pub const FORMAT: &str = "ncclprof-snapshot";
-/// Snapshot format version.
-pub const VERSION: u32 = 1;
-
-pub const TID_OPS: u32 = 1;
-pub const TID_OTHER: u32 = 2;
-pub const TID_KERNEL: u32 = 100;
-pub const TID_PROXY: u32 = 200;
-pub const TID_STEPS: u32 = 300;
+// The format itself (and its writer) lives in `ncclprof_shared::trace`, shared with the plugin's
+// NCCL_PROFILE_DUMP_FILE, so `open` reads both.
+pub use trace::{FORMAT, TID_KERNEL, TID_OPS, TID_OTHER, TID_PROXY, TID_STEPS, VERSION};
 
 /// What a written snapshot holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,222 +157,82 @@ pub fn lane_records(lane: &Lane) -> Vec<(u32, EventRecord)> {
     out
 }
 
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1000.0
-}
-
-/// Readable args of a record (names resolved through the process's strings).
-fn args(store: &Store, proc: usize, r: &EventRecord) -> serde_json::Map<String, Value> {
-    let p = &store.procs[proc];
-    let s = r.strings();
-    let mut m = serde_json::Map::new();
-    let mut put = |k: &str, v: Value| {
-        m.insert(k.to_string(), v);
-    };
-    match r.kind() {
-        Some(EventKind::Coll) => {
-            put("SeqNum", json!(r.p[0]));
-            put("Count", json!(r.p[1]));
-            put("Datatype", json!(p.string(s[1])));
-            put("Algorithm", json!(p.string(s[2])));
-            put("Protocol", json!(p.string(s[3])));
-            put("nChannels", json!(r.sub));
-            put("nWarps", json!(r.p[4]));
-            put("Root", json!(r.x));
-            put("EnqueueStopUs", json!(us(r.p[3])));
-            put("ExecStartUs", json!(us(r.p[5])));
-        }
-        Some(EventKind::P2p) => {
-            put("Peer", json!(r.x));
-            put("Count", json!(r.p[1]));
-            put("Datatype", json!(p.string(s[1])));
-            put("nChannels", json!(r.sub));
-            put("EnqueueStopUs", json!(us(r.p[3])));
-            put("ExecStartUs", json!(us(r.p[5])));
-        }
-        Some(EventKind::KernelCh) => {
-            put("Channel", json!(r.sub));
-            put("StartGpuClk", json!(r.p[0]));
-            put("StopGpuClk", json!(r.p[1]));
-            put("GpuId", json!(r.p[4]));
-        }
-        Some(EventKind::ProxyOp) => {
-            put("Channel", json!(r.sub));
-            put("Peer", json!(r.x));
-            put("Steps", json!(r.p[1]));
-            put("ChunkSize", json!(r.p[2]));
-            put("transSize", json!(r.p[3]));
-            put("InProgressUs", json!(us(r.p[4])));
-            put("Pid", json!(r.p[0]));
-        }
-        Some(EventKind::ProxyStep) => {
-            put("Step", json!(r.p[0]));
-            put("Channel", json!(r.sub));
-            put("Peer", json!(r.x));
-            put("transSize", json!(r.p[4]));
-            for (ph, d) in r.step_phases() {
-                put(ph.name(), json!(us(d)));
-            }
-        }
-        _ => {
-            if s[0] != 0 {
-                put("func", json!(p.string(s[0])));
-            }
-        }
-    }
-    put("CommHash", json!(p.comm(r.comm).map(|c| c.comm_hash)));
-    put("Rank", json!(r.rank));
-    put(
-        "ncclprof",
-        json!({
-            "proc": proc, "id": r.id, "parent": r.parent, "start_ns": r.start_ns, "end_ns": r.end_ns,
-            "comm": r.comm, "rank": r.rank, "kind": r.kind, "sub": r.sub, "flags": r.flags,
-            "x": r.x, "p": r.p,
-        }),
-    );
-    m
-}
-
-fn name_of(store: &Store, proc: usize, r: &EventRecord) -> String {
-    let p = &store.procs[proc];
-    match r.kind() {
-        Some(
-            EventKind::Coll
-            | EventKind::P2p
-            | EventKind::CeColl
-            | EventKind::CollApi
-            | EventKind::P2pApi,
-        ) => p.string(r.strings()[0]).to_string(),
-        Some(k) => k.name().to_string(),
-        None => format!("kind {}", r.kind),
-    }
-}
-
-fn lane_title(store: &Store, lane: &Lane) -> String {
-    let p = &store.procs[lane.key.proc];
-    let comm = p
-        .comm(lane.key.comm)
-        .map(|c| {
-            if c.name.is_empty() {
-                format!("{:x}", c.comm_hash)
-            } else {
-                c.name.clone()
-            }
-        })
-        .unwrap_or_else(|| "none".into());
-    if lane.key.comm == u32::MAX {
-        format!("process · {} · pid {}", p.host, p.pid)
-    } else {
-        format!(
-            "rank {} · comm {} · {} · pid {}",
-            lane.key.rank, comm, p.host, p.pid
-        )
-    }
-}
-
-fn thread_name(tid: u32) -> String {
-    match tid {
-        TID_OPS => "collectives / p2p".into(),
-        TID_OTHER => "API, groups, other".into(),
-        t if t >= TID_STEPS => format!("steps ch {}", t - TID_STEPS),
-        t if t >= TID_PROXY => format!("proxy ch {}", t - TID_PROXY),
-        t => format!("kernel ch {}", t - TID_KERNEL),
-    }
-}
-
-/// The `otherData` object.
-pub fn other_data(store: &Store) -> Value {
-    let procs: Vec<Value> = store
+/// The store's processes in the snapshot's terms.
+fn processes(store: &Store) -> Vec<trace::Process> {
+    store
         .procs
         .iter()
-        .map(|p| {
-            json!({
-                "src": p.src, "pid": p.pid, "host": p.host, "cmdline": p.cmdline,
-                "api_version": p.api_version, "plugin_version": p.plugin_version,
-                "clock": p.clock, "mask": p.mask, "mask_names": ncclprof_shared::mask::names(p.mask),
-                "active": p.active, "requested_mask": p.requested,
-                "state": match &p.state {
-                    ProcState::Live => "live".to_string(),
-                    ProcState::Ended(r) => format!("ended: {r}"),
-                    ProcState::Crashed => "crashed".to_string(),
-                    ProcState::Offline => "offline".to_string(),
-                },
-                "comms": p.comms.iter().map(|c| json!({
-                    "index": c.index, "comm_hash": c.comm_hash, "name": c.name,
-                    "nranks": c.nranks, "nnodes": c.nnodes, "rank": c.rank, "finalized": c.finalized,
-                })).collect::<Vec<_>>(),
-                "strings": p.strings,
-                "dropped": p.counters.as_ref().map(|c| c.dropped.clone()).unwrap_or_default(),
-                "dropped_reasons": ncclprof_shared::wire::DropReason::ALL.iter().map(|r| r.name()).collect::<Vec<_>>(),
-                "captured": p.counters.as_ref().map(|c| c.captured.clone()).unwrap_or_default(),
-                "completed": p.counters.as_ref().map(|c| c.completed.clone()).unwrap_or_default(),
-            })
+        .map(|p| trace::Process {
+            src: p.src,
+            pid: p.pid,
+            host: p.host.clone(),
+            cmdline: p.cmdline.clone(),
+            api_version: p.api_version,
+            plugin_version: p.plugin_version.clone(),
+            clock: p.clock.clone(),
+            mask: p.mask,
+            active: p.active,
+            requested_mask: p.requested,
+            state: match &p.state {
+                ProcState::Live => "live".to_string(),
+                ProcState::Ended(r) => format!("ended: {r}"),
+                ProcState::Crashed => "crashed".to_string(),
+                ProcState::Offline => "offline".to_string(),
+            },
+            comms: p
+                .comms
+                .iter()
+                .map(|c| CommInfo {
+                    index: c.index,
+                    comm_hash: c.comm_hash,
+                    name: c.name.clone(),
+                    nranks: c.nranks,
+                    nnodes: c.nnodes,
+                    rank: c.rank,
+                    api_version: p.api_version,
+                    finalized: c.finalized,
+                })
+                .collect(),
+            strings: p.strings.clone(),
+            captured: p
+                .counters
+                .as_ref()
+                .map(|c| c.captured.clone())
+                .unwrap_or_default(),
+            completed: p
+                .counters
+                .as_ref()
+                .map(|c| c.completed.clone())
+                .unwrap_or_default(),
+            dropped: p
+                .counters
+                .as_ref()
+                .map(|c| c.dropped.clone())
+                .unwrap_or_default(),
         })
-        .collect();
-    let mut hosts: Vec<&str> = store.procs.iter().map(|p| p.host.as_str()).collect();
-    hosts.sort_unstable();
-    hosts.dedup();
-    json!({
-        "format": FORMAT,
-        "version": VERSION,
-        "viewer_version": env!("CARGO_PKG_VERSION"),
-        "protocol": ncclprof_shared::PROTOCOL_VERSION,
-        "hosts": hosts,
-        "retained": store.retained,
-        "evicted": store.evicted,
-        "dropped": store.dropped(),
-        "processes": procs,
-    })
+        .collect()
 }
 
 /// Write the whole store as a Chrome trace to `out`.
 pub fn write_to(store: &Store, out: &mut impl Write) -> anyhow::Result<u64> {
-    out.write_all(b"{\"traceEvents\":[\n")?;
-    let mut first = true;
-    let mut n = 0u64;
-    let mut emit = |out: &mut dyn Write, v: &Value| -> std::io::Result<()> {
-        if !first {
-            out.write_all(b",\n")?;
-        }
-        first = false;
-        serde_json::to_writer(&mut *out, v).map_err(std::io::Error::other)
+    let procs = processes(store);
+    let lanes: Vec<trace::Lane> = store
+        .lanes
+        .iter()
+        .map(|l| trace::Lane {
+            proc: l.key.proc,
+            comm: l.key.comm,
+            rank: l.key.rank,
+            records: lane_records(l),
+        })
+        .collect();
+    let totals = trace::Totals {
+        retained: store.retained as u64,
+        evicted: store.evicted,
+        dropped: store.dropped(),
+        writer: format!("ncclprof-tui {}", env!("CARGO_PKG_VERSION")),
     };
-    for (li, lane) in store.lanes.iter().enumerate() {
-        let tpid = li as u64 + 1;
-        emit(
-            out,
-            &json!({"ph":"M","name":"process_name","pid":tpid,"tid":0,"args":{"name": lane_title(store, lane)}}),
-        )?;
-        emit(
-            out,
-            &json!({"ph":"M","name":"process_sort_index","pid":tpid,"tid":0,"args":{"sort_index": lane.key.rank.max(0) as u64 * 1000 + li as u64}}),
-        )?;
-        let recs = lane_records(lane);
-        let mut tids: Vec<u32> = recs.iter().map(|r| r.0).collect();
-        tids.sort_unstable();
-        tids.dedup();
-        for t in tids {
-            emit(
-                out,
-                &json!({"ph":"M","name":"thread_name","pid":tpid,"tid":t,"args":{"name": thread_name(t)}}),
-            )?;
-        }
-        for (tid, r) in recs {
-            let cat = r.kind().map_or("?", EventKind::name);
-            let v = json!({
-                "ph": "X", "name": name_of(store, lane.key.proc, &r), "cat": cat,
-                "pid": tpid, "tid": tid, "ts": us(r.start_ns),
-                "dur": us(r.end_ns.saturating_sub(r.start_ns)),
-                "args": Value::Object(args(store, lane.key.proc, &r)),
-            });
-            emit(out, &v)?;
-            n += 1;
-        }
-    }
-    out.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
-    serde_json::to_writer(&mut *out, &other_data(store))?;
-    out.write_all(b"}\n")?;
-    Ok(n)
+    Ok(trace::write(out, &procs, &lanes, &totals)?)
 }
 
 /// Write atomically to `path` (temp file in the same directory, then rename). On failure
