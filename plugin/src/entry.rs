@@ -54,49 +54,35 @@ unsafe extern "C" fn init_v4(
     guard::call(|| lifecycle::init(ctx, mask, 4, Some(id)))
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn init_v5(
-    ctx: *mut *mut c_void,
-    comm_id: u64,
-    mask: *mut c_int,
-    comm_name: *const c_char,
-    nnodes: c_int,
-    nranks: c_int,
-    rank: c_int,
-    logfn: NcclLogger,
-) -> NcclResult {
-    let id = lifecycle::CommIdentity {
-        comm_name,
-        comm_hash: comm_id,
-        nnodes,
-        nranks,
-        rank,
-        logfn,
+/// v5 and v6 share `init`'s signature (ctx, **commId, mask**, commName, nNodes, nranks, rank,
+/// logfn); only the API version recorded differs.
+macro_rules! init_v5_style {
+    ($name:ident, $api:expr) => {
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name(
+            ctx: *mut *mut c_void,
+            comm_id: u64,
+            mask: *mut c_int,
+            comm_name: *const c_char,
+            nnodes: c_int,
+            nranks: c_int,
+            rank: c_int,
+            logfn: NcclLogger,
+        ) -> NcclResult {
+            let id = lifecycle::CommIdentity {
+                comm_name,
+                comm_hash: comm_id,
+                nnodes,
+                nranks,
+                rank,
+                logfn,
+            };
+            guard::call(|| lifecycle::init(ctx, mask, $api, Some(id)))
+        }
     };
-    guard::call(|| lifecycle::init(ctx, mask, 5, Some(id)))
 }
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn init_v6(
-    ctx: *mut *mut c_void,
-    comm_id: u64,
-    mask: *mut c_int,
-    comm_name: *const c_char,
-    nnodes: c_int,
-    nranks: c_int,
-    rank: c_int,
-    logfn: NcclLogger,
-) -> NcclResult {
-    let id = lifecycle::CommIdentity {
-        comm_name,
-        comm_hash: comm_id,
-        nnodes,
-        nranks,
-        rank,
-        logfn,
-    };
-    guard::call(|| lifecycle::init(ctx, mask, 6, Some(id)))
-}
+init_v5_style!(init_v5, 5);
+init_v5_style!(init_v6, 6);
 
 unsafe extern "C" fn finalize(ctx: *mut c_void) -> NcclResult {
     guard::call(|| lifecycle::finalize(ctx))
