@@ -39,6 +39,27 @@ fn s(p: &Plugin, ptr: *const c_char) -> u16 {
     unsafe { p.strings.intern(ptr) }
 }
 
+/// Coll payload words, shared by every version (see the module doc).
+#[inline(always)]
+fn coll_words(
+    seq: u64,
+    count: usize,
+    strings: [u16; 4],
+    root: i32,
+    n_channels: u8,
+    n_warps: u8,
+) -> [u64; 4] {
+    [
+        seq,
+        count as u64,
+        pack_strings(strings),
+        lo_hi(
+            root as u32,
+            u32::from(n_channels) | (u32::from(n_warps) << 8),
+        ),
+    ]
+}
+
 fn base(parent: *mut std::ffi::c_void) -> Raw {
     Raw {
         parent: parent as u64,
@@ -124,15 +145,14 @@ pub fn read_v6(p: &Plugin, d: &v6::Descr) -> Option<(EventKind, Raw)> {
             EventKind::KernelLaunch => raw.w[2] = d.u.kernel_launch.stream as u64,
             EventKind::Coll => {
                 let c = &d.u.coll;
-                raw.w = [
+                raw.w = coll_words(
                     c.seq_number,
-                    c.count as u64,
-                    pack_strings([s(p, c.func), s(p, c.datatype), s(p, c.algo), s(p, c.proto)]),
-                    lo_hi(
-                        c.root as u32,
-                        u32::from(c.n_channels) | (u32::from(c.n_warps) << 8),
-                    ),
-                ];
+                    c.count,
+                    [s(p, c.func), s(p, c.datatype), s(p, c.algo), s(p, c.proto)],
+                    c.root,
+                    c.n_channels,
+                    c.n_warps,
+                );
             }
             EventKind::P2p => {
                 let c = &d.u.p2p;
@@ -185,15 +205,14 @@ pub fn read_v4(p: &Plugin, d: &v4::Descr) -> Option<(EventKind, Raw)> {
             EventKind::Group | EventKind::ProxyCtrl => {}
             EventKind::Coll => {
                 let c = &d.u.coll;
-                raw.w = [
+                raw.w = coll_words(
                     c.seq_number,
-                    c.count as u64,
-                    pack_strings([s(p, c.func), s(p, c.datatype), s(p, c.algo), s(p, c.proto)]),
-                    lo_hi(
-                        c.root as u32,
-                        u32::from(c.n_channels) | (u32::from(c.n_warps) << 8),
-                    ),
-                ];
+                    c.count,
+                    [s(p, c.func), s(p, c.datatype), s(p, c.algo), s(p, c.proto)],
+                    c.root,
+                    c.n_channels,
+                    c.n_warps,
+                );
             }
             EventKind::P2p => {
                 let c = &d.u.p2p;
@@ -230,15 +249,14 @@ pub fn read_v3(p: &Plugin, ci: Option<u32>, d: &v3::Descr) -> Option<(EventKind,
             EventKind::Coll => {
                 let c = &d.u.coll;
                 learn(p, ci, c.comm_hash, c.name, d.rank);
-                raw.w = [
+                raw.w = coll_words(
                     c.seq_number,
-                    c.count as u64,
-                    pack_strings([s(p, c.func), s(p, c.datatype), s(p, c.algo), s(p, c.proto)]),
-                    lo_hi(
-                        c.root as u32,
-                        u32::from(c.n_max_channels) | (u32::from(c.n_warps) << 8),
-                    ),
-                ];
+                    c.count,
+                    [s(p, c.func), s(p, c.datatype), s(p, c.algo), s(p, c.proto)],
+                    c.root,
+                    c.n_max_channels,
+                    c.n_warps,
+                );
             }
             EventKind::P2p => p2p_v2(p, ci, &d.u.p2p, d.rank, &mut raw),
             EventKind::ProxyOp => proxy_op(p, &d.u.proxy_op, d.rank, &mut raw),
@@ -263,15 +281,14 @@ pub fn read_v2(p: &Plugin, ci: Option<u32>, d: &v2::Descr) -> Option<(EventKind,
             EventKind::Coll => {
                 let c = &d.u.coll;
                 learn(p, ci, c.comm_hash, c.name, d.rank);
-                raw.w = [
+                raw.w = coll_words(
                     c.seq_number,
-                    c.count as u64,
-                    pack_strings([s(p, c.func), s(p, c.datatype), s(p, c.algo), s(p, c.proto)]),
-                    lo_hi(
-                        c.root as u32,
-                        u32::from(c.n_max_channels) | (u32::from(c.n_warps) << 8),
-                    ),
-                ];
+                    c.count,
+                    [s(p, c.func), s(p, c.datatype), s(p, c.algo), s(p, c.proto)],
+                    c.root,
+                    c.n_max_channels,
+                    c.n_warps,
+                );
             }
             EventKind::P2p => p2p_v2(p, ci, &d.u.p2p, d.rank, &mut raw),
             EventKind::ProxyOp => proxy_op(p, &d.u.proxy_op, d.rank, &mut raw),
@@ -295,20 +312,19 @@ pub fn read_v1(p: &Plugin, ci: Option<u32>, d: &v1::Descr) -> Option<(EventKind,
             EventKind::Coll => {
                 let c = &d.u.coll;
                 learn(p, ci, c.comm_hash, c.name, d.rank);
-                raw.w = [
+                raw.w = coll_words(
                     c.seq_number,
-                    c.count as u64,
-                    pack_strings([
+                    c.count,
+                    [
                         code(&v1::FUNC_NAMES, c.func),
                         code(&v1::DTYPE_NAMES, c.datatype),
                         code(&v1::ALGO_NAMES, c.algo),
                         code(&v1::PROTO_NAMES, c.proto),
-                    ]),
-                    lo_hi(
-                        c.root as u32,
-                        u32::from(c.n_max_channels) | (u32::from(c.n_warps) << 8),
-                    ),
-                ];
+                    ],
+                    c.root,
+                    c.n_max_channels,
+                    c.n_warps,
+                );
             }
             EventKind::P2p => {
                 let c = &d.u.p2p;
