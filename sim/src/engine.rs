@@ -169,6 +169,9 @@ struct ProxyPart {
 
 #[derive(Default)]
 struct Store {
+    /// Whether per-op truth is kept at all. A binary run without `--truth` (the live demo,
+    /// `--duration 0`) would otherwise grow without bound: ~180 MB/s at 2 ranks.
+    keep: bool,
     app: BTreeMap<usize, OpTruth>,
     proxy: BTreeMap<usize, ProxyPart>,
     foreign: Vec<ProxyOpTruth>,
@@ -348,7 +351,10 @@ pub fn run_process(
             cv: Condvar::new(),
             completed: Mutex::new(0),
             completed_cv: Condvar::new(),
-            store: Mutex::new(Store::default()),
+            store: Mutex::new(Store {
+                keep: cfg.truth.is_some() || !cfg.real_exit,
+                ..Store::default()
+            }),
         }));
     }
 
@@ -1001,32 +1007,35 @@ impl AppCtx<'_> {
             }
             let t_stop = monotonic_ns();
             let (a0, a1) = times.get(t.api).copied().unwrap_or((t_start, t_start));
-            cr.store.lock().unwrap().app.insert(
-                idx0 + ti,
-                OpTruth {
-                    kind: "Coll".into(),
-                    func: t.func.name().into(),
-                    seq,
-                    call: row.k,
-                    count: t.count,
-                    bytes: t.bytes,
-                    peer: -1,
-                    root: t.root,
-                    n_channels: 0,
-                    graph_replay: None,
-                    ce: true,
-                    hung: hang,
-                    issued,
-                    api_start: Some(a0),
-                    api_stop: Some(a1),
-                    enqueue_start: t_start,
-                    enqueue_stop: t_stop,
-                    exec_start: Some(t_start),
-                    end: if hang { None } else { Some(t_stop) },
-                    channels: vec![],
-                    proxy_ops: vec![],
-                },
-            );
+            let mut st = cr.store.lock().unwrap();
+            if st.keep {
+                st.app.insert(
+                    idx0 + ti,
+                    OpTruth {
+                        kind: "Coll".into(),
+                        func: t.func.name().into(),
+                        seq,
+                        call: row.k,
+                        count: t.count,
+                        bytes: t.bytes,
+                        peer: -1,
+                        root: t.root,
+                        n_channels: 0,
+                        graph_replay: None,
+                        ce: true,
+                        hung: hang,
+                        issued,
+                        api_start: Some(a0),
+                        api_stop: Some(a1),
+                        enqueue_start: t_start,
+                        enqueue_stop: t_stop,
+                        exec_start: Some(t_start),
+                        end: if hang { None } else { Some(t_stop) },
+                        channels: vec![],
+                        proxy_ops: vec![],
+                    },
+                );
+            }
         }
     }
 }
@@ -1188,7 +1197,8 @@ fn launch_part(
         pl.stop(hg, c);
     }
     let mut store = cr.store.lock().unwrap();
-    for (ti, t) in spec.tasks.iter().enumerate() {
+    let keep = store.keep;
+    for (ti, t) in spec.tasks.iter().enumerate().filter(|_| keep) {
         let (a0, a1) = match api_times.and_then(|x| x.get(t.api)) {
             Some(&(a, b)) => (Some(a), Some(b)),
             None => (None, None),
@@ -1813,6 +1823,9 @@ impl Proxy<'_> {
     /// Moves a call's truth into the store.
     fn finish(&mut self, call: ACall) {
         let mut st = self.cr.store.lock().unwrap();
+        if !st.keep {
+            return;
+        }
         for t in call.tasks {
             let pops: Vec<ProxyOpTruth> = t.proxies.into_iter().map(|p| p.truth).collect();
             match t.truth {

@@ -51,6 +51,9 @@ pub fn run_parent(cfg: &SimConfig) -> Result<Truth> {
     let board_path = dir.join("board");
     Board::create_file(&board_path, cfg.comms, cfg.ranks)?;
     let board = Board::open(&board_path, cfg.comms, cfg.ranks)?;
+    // Children record per-op truth only if someone will read it (a `--truth` file, or an
+    // in-process caller of `run`): a demo running until killed must not grow without bound.
+    let keep_truth = cfg.truth.is_some() || !cfg.real_exit;
     let mut children: Vec<(usize, Child)> = Vec::new();
     for i in 0..cfg.procs {
         if cfg.ranks_of_proc(i).is_empty() {
@@ -59,7 +62,7 @@ pub fn run_parent(cfg: &SimConfig) -> Result<Truth> {
         let mut c = cfg.clone();
         c.proc_index = Some(i);
         c.epoch_ns = Some(epoch);
-        c.truth = Some(dir.join(format!("truth-{i}.json")));
+        c.truth = keep_truth.then(|| dir.join(format!("truth-{i}.json")));
         c.board = Some(board_path.clone());
         let child = Command::new(&exe)
             .args(c.to_args())
@@ -98,7 +101,7 @@ pub fn run_parent(cfg: &SimConfig) -> Result<Truth> {
     }
     let mut parts = Vec::new();
     for (i, code) in codes.iter().enumerate() {
-        if cfg.ranks_of_proc(i).is_empty() {
+        if cfg.ranks_of_proc(i).is_empty() || !keep_truth {
             continue;
         }
         let p = dir.join(format!("truth-{i}.json"));
