@@ -204,14 +204,26 @@ pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
             dirty = false;
             last_draw = Instant::now();
         }
-        if event::poll(Duration::from_millis(10))? {
-            let effects = match event::read()? {
-                Event::Key(k) => handle_key(app, k),
-                Event::Mouse(m) => handle_mouse(app, m),
-                _ => Vec::new(),
-            };
-            fx.run(app, effects);
-            dirty = true;
+        match crate::term::wait_input(Duration::from_millis(10)) {
+            Ok(true) => {
+                // Handle everything crossterm has buffered, not one event per 10 ms.
+                loop {
+                    let effects = match event::read()? {
+                        Event::Key(k) => handle_key(app, k),
+                        Event::Mouse(m) => handle_mouse(app, m),
+                        _ => Vec::new(),
+                    };
+                    fx.run(app, effects);
+                    if app.quit || !event::poll(Duration::ZERO)? {
+                        break;
+                    }
+                }
+                dirty = true;
+            }
+            Ok(false) => {}
+            // The terminal went away (window closed, ssh dropped): nobody can see or drive
+            // the viewer any more, so leave like `q` would.
+            Err(_) => break,
         }
     }
     if fx.pending.is_some() {

@@ -51,3 +51,42 @@ impl Drop for Term {
         ratatui::restore();
     }
 }
+
+/// Wait up to `timeout` for terminal input. An error means the terminal hung up.
+///
+/// When stdin is the terminal, this polls it directly first: after a hangup crossterm's own
+/// `poll` sees the tty readable forever, reads 0 bytes and spins at 100 % CPU without returning,
+/// so an orphaned viewer would never notice its SIGHUP. crossterm is only asked once there is
+/// real input.
+pub fn wait_input(timeout: std::time::Duration) -> std::io::Result<bool> {
+    // SAFETY: isatty has no preconditions.
+    if unsafe { libc::isatty(0) } != 1 {
+        return ratatui::crossterm::event::poll(timeout);
+    }
+    let mut pfd = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd for the duration of the call.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.kind() == std::io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    if pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "the terminal hung up",
+        ));
+    }
+    if pfd.revents & libc::POLLIN == 0 {
+        return Ok(false);
+    }
+    ratatui::crossterm::event::poll(std::time::Duration::ZERO)
+}
