@@ -70,6 +70,9 @@ pub struct Calibration {
     anchor_raw: u64,
     anchor_ns: u64,
     ns_per_tick: f64,
+    /// `ns_per_tick` in 32.32 fixed point: the drain converts every record, and an integer
+    /// multiply-shift is several times cheaper than the float round trip.
+    ns_per_tick_q32: u64,
     /// The oldest sample kept, to measure the slope over a long baseline.
     base_raw: u64,
     base_ns: u64,
@@ -102,6 +105,7 @@ impl Calibration {
                 anchor_raw: 0,
                 anchor_ns: 0,
                 ns_per_tick: 1.0,
+                ns_per_tick_q32: 1 << 32,
                 base_raw: 0,
                 base_ns: 0,
             };
@@ -118,6 +122,7 @@ impl Calibration {
             anchor_raw: r1,
             anchor_ns: n1,
             ns_per_tick: slope,
+            ns_per_tick_q32: q32(slope),
             base_raw: r0,
             base_ns: n0,
         }
@@ -151,6 +156,7 @@ impl Calibration {
         let dr = r.wrapping_sub(self.base_raw);
         if dr > 0 && n > self.base_ns {
             self.ns_per_tick = (n - self.base_ns) as f64 / dr as f64;
+            self.ns_per_tick_q32 = q32(self.ns_per_tick);
         }
         self.anchor_raw = r;
         self.anchor_ns = n;
@@ -162,9 +168,17 @@ impl Calibration {
         if !self.counter || raw == 0 {
             return raw;
         }
-        let d = raw.wrapping_sub(self.anchor_raw) as i64 as f64 * self.ns_per_tick;
-        (self.anchor_ns as f64 + d).max(0.0) as u64
+        // Ticks from the anchor (negative for records taken before the last refresh), scaled
+        // in fixed point; the anchor is at most ~1 s old, so the product fits easily.
+        let d = raw.wrapping_sub(self.anchor_raw) as i64;
+        let scaled = (i128::from(d) * i128::from(self.ns_per_tick_q32)) >> 32;
+        (i128::from(self.anchor_ns) + scaled).max(0) as u64
     }
+}
+
+/// ns per tick in 32.32 fixed point.
+fn q32(ns_per_tick: f64) -> u64 {
+    (ns_per_tick * 4_294_967_296.0).round() as u64
 }
 
 #[cfg(test)]
@@ -190,9 +204,37 @@ mod tests {
             anchor_raw: 0,
             anchor_ns: 0,
             ns_per_tick: 1.0,
+            ns_per_tick_q32: 1 << 32,
             base_raw: 0,
             base_ns: 0,
         };
         assert_eq!(cal.to_ns(123_456), 123_456);
+    }
+
+    #[test]
+    fn fixed_point_conversion_matches_the_float_formula() {
+        // TSCs of 1–4 GHz, a 25 MHz Arm counter, a 1 GHz CNTVCT; records up to 2 s either side
+        // of the anchor (refreshes are ~1 s apart).
+        for slope in [0.25, 0.3571428, 0.5, 0.999_999_7, 1.0, 40.0] {
+            let cal = Calibration {
+                counter: true,
+                anchor_raw: 1 << 40,
+                anchor_ns: 5_000_000_000_000,
+                ns_per_tick: slope,
+                ns_per_tick_q32: q32(slope),
+                base_raw: 0,
+                base_ns: 0,
+            };
+            let span = (2e9 / slope) as i64;
+            for d in [-span, -12_345, -1, 0, 1, 999, 7_777_777, span] {
+                let raw = (cal.anchor_raw as i64 + d) as u64;
+                let float = cal.anchor_ns as f64 + d as f64 * slope;
+                let got = cal.to_ns(raw) as f64;
+                assert!(
+                    (got - float).abs() <= 1.0,
+                    "slope {slope} d {d}: {got} vs {float}"
+                );
+            }
+        }
     }
 }

@@ -25,6 +25,7 @@ use ncclprof_shared::record::*;
 use ncclprof_shared::wire::{DropReason, InFlight, OpenOp};
 
 use crate::gpuclock::GpuClock;
+use crate::open_steps::OpenSteps;
 use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_FOREIGN, RF_PARENT_NULL, Raw};
 
 /// Per-context facts completion needs (filled by the drain thread from the context slots).
@@ -107,6 +108,8 @@ fn is_container(k: EventKind) -> bool {
 
 pub struct Completion {
     table: HashMap<u64, Open>,
+    /// Open ProxySteps (most events): direct-mapped; a step whose slot is taken is in `table`.
+    steps_open: OpenSteps,
     max_open: usize,
     timeout_ns: u64,
     gpu: HashMap<u32, GpuClock>,
@@ -124,6 +127,43 @@ pub struct Completion {
     last_sweep: u64,
 }
 
+/// A ProxyStep state (spec §2.3) into its record: p1..p3 = the step's phase boundaries,
+/// p4 = bytes, p5 = SendPeerWait count.
+#[inline]
+fn step_state(rec: &mut EventRecord, s: u32, arg: u64, ns: u64) {
+    match s {
+        st::PROXY_STEP_SEND_GPU_WAIT => {
+            rec.flags |= F_SEND;
+            if rec.p[1] == 0 {
+                rec.p[1] = ns;
+            }
+        }
+        st::PROXY_STEP_SEND_PEER_WAIT => {
+            rec.flags |= F_SEND;
+            if rec.p[2] == 0 {
+                rec.p[2] = ns;
+            }
+            rec.p[5] += 1;
+        }
+        st::PROXY_STEP_SEND_WAIT => {
+            rec.flags |= F_SEND;
+            rec.p[3] = ns;
+            rec.p[4] = arg;
+        }
+        st::PROXY_STEP_RECV_WAIT => {
+            if rec.p[1] == 0 {
+                rec.p[1] = ns;
+            }
+        }
+        st::PROXY_STEP_RECV_FLUSH_WAIT => {
+            rec.p[2] = ns;
+            rec.p[4] = arg;
+        }
+        st::PROXY_STEP_RECV_GPU_WAIT => rec.p[3] = ns,
+        _ => {}
+    }
+}
+
 #[inline]
 fn lo(w: u64) -> u32 {
     w as u32
@@ -137,6 +177,7 @@ impl Completion {
     pub fn new(max_open: usize, timeout_ms: u64, gpu_timer_hz: f64) -> Completion {
         Completion {
             table: HashMap::with_capacity_and_hasher(4096, Default::default()),
+            steps_open: OpenSteps::default(),
             max_open,
             timeout_ns: timeout_ms.max(1) * 1_000_000,
             gpu: HashMap::default(),
@@ -158,7 +199,12 @@ impl Completion {
     }
 
     pub fn open_events(&self) -> usize {
-        self.table.len()
+        self.table.len() + self.steps_open.len()
+    }
+
+    /// Forget an open step wherever it is kept; whether it was open.
+    fn forget_step(&mut self, id: u64) -> bool {
+        self.steps_open.remove(id).is_some() || self.table.remove(&id).is_some()
     }
 
     /// Take the records completed so far.
@@ -217,7 +263,7 @@ impl Completion {
             return;
         }
         self.captured[kind as usize] += 1;
-        if self.table.len() >= self.max_open {
+        if self.open_events() >= self.max_open {
             self.dropped[DropReason::TableFull as usize] += 1;
             return;
         }
@@ -377,7 +423,7 @@ impl Completion {
                             match steps.iter_mut().find(|s| s.0 == step) {
                                 Some(s) => {
                                     let old = std::mem::replace(&mut s.1, r.id);
-                                    self.table.remove(&old);
+                                    self.forget_step(old);
                                     o.rec.flags |= F_RESTARTED;
                                 }
                                 None => steps.push((step, r.id)),
@@ -391,13 +437,19 @@ impl Completion {
         } else if o.rec.parent != 0 && o.rec.flags & F_FOREIGN != 0 {
             // keep the foreign parent value for matching with the other process
         }
+        if kind == EventKind::ProxyStep {
+            match self.steps_open.insert(o.rec) {
+                Ok(()) => return,
+                Err(rec) => o.rec = rec,
+            }
+        }
         self.table.insert(r.id, o);
     }
 
     /// Phase B: a state or stop record (deferred with its start if that was deferred).
     fn state_or_stop(&mut self, it: &Item, retry: bool) {
         let (r, ns) = (&it.raw, it.ns);
-        if !retry && self.deferred_ids.contains(&r.id) {
+        if !retry && !self.deferred_ids.is_empty() && self.deferred_ids.contains(&r.id) {
             self.deferred.push(*it);
             return;
         }
@@ -413,6 +465,12 @@ impl Completion {
     }
 
     fn state(&mut self, r: &Raw, ns: u64) {
+        if r.kind == EventKind::ProxyStep as u8
+            && let Some(rec) = self.steps_open.get_mut(r.id)
+        {
+            step_state(rec, u32::from(r.state), r.parent, ns);
+            return;
+        }
         let Some(o) = self.table.get_mut(&r.id) else {
             self.unknown();
             return;
@@ -444,37 +502,7 @@ impl Completion {
                     }
                 }
             }
-            Some(EventKind::ProxyStep) => match s {
-                st::PROXY_STEP_SEND_GPU_WAIT => {
-                    rec.flags |= F_SEND;
-                    if rec.p[1] == 0 {
-                        rec.p[1] = ns;
-                    }
-                }
-                st::PROXY_STEP_SEND_PEER_WAIT => {
-                    rec.flags |= F_SEND;
-                    if rec.p[2] == 0 {
-                        rec.p[2] = ns;
-                    }
-                    rec.p[5] += 1;
-                }
-                st::PROXY_STEP_SEND_WAIT => {
-                    rec.flags |= F_SEND;
-                    rec.p[3] = ns;
-                    rec.p[4] = arg;
-                }
-                st::PROXY_STEP_RECV_WAIT => {
-                    if rec.p[1] == 0 {
-                        rec.p[1] = ns;
-                    }
-                }
-                st::PROXY_STEP_RECV_FLUSH_WAIT => {
-                    rec.p[2] = ns;
-                    rec.p[4] = arg;
-                }
-                st::PROXY_STEP_RECV_GPU_WAIT => rec.p[3] = ns,
-                _ => {}
-            },
+            Some(EventKind::ProxyStep) => step_state(rec, s, arg, ns),
             Some(EventKind::ProxyCtrl) => {
                 if rec.p[0] == 0 {
                     rec.p[0] = u64::from(s) + 1;
@@ -509,6 +537,12 @@ impl Completion {
     }
 
     fn stop(&mut self, r: &Raw, ns: u64) {
+        if r.kind == EventKind::ProxyStep as u8
+            && let Some(rec) = self.steps_open.remove(r.id)
+        {
+            self.step_stopped(rec, ns);
+            return;
+        }
         let Some(kind) = self.table.get(&r.id).and_then(|o| o.rec.kind()) else {
             self.unknown();
             return;
@@ -534,7 +568,7 @@ impl Completion {
             EventKind::ProxyOp => {
                 for &(_, id) in &o.steps {
                     // Steps still open when their op stops were abandoned by NCCL: lost, counted.
-                    if self.table.remove(&id).is_some() {
+                    if self.forget_step(id) {
                         self.dropped[DropReason::Abandoned as usize] += 1;
                     }
                 }
@@ -547,25 +581,7 @@ impl Completion {
                 }
             }
             EventKind::ProxyStep => {
-                if let Some(op) = self.table.get_mut(&o.rec.parent) {
-                    o.rec.sub = op.rec.sub;
-                    o.rec.x = op.rec.x;
-                    o.rec.comm = op.rec.comm;
-                    o.rec.rank = op.rec.rank;
-                    o.rec.flags |= op.rec.flags & (F_SEND | F_FOREIGN);
-                    op.rec.p[3] += o.rec.p[4];
-                    let step = o.rec.p[0] as u32;
-                    op.steps.retain(|s| !(s.0 == step && s.1 == o.rec.id));
-                    let (channel, coll) = (op.rec.sub, op.rec.parent);
-                    let foreign = op.rec.flags & F_FOREIGN != 0;
-                    if !foreign && let Some(c) = self.table.get_mut(&coll) {
-                        let sd = c.steps_done.get_or_insert_with(|| Box::new([0; 64]));
-                        sd[usize::from(channel) % 64] += 1;
-                    }
-                } else if o.rec.parent != 0 {
-                    o.rec.flags |= F_PARENT_UNKNOWN;
-                }
-                self.emit(o.rec);
+                self.step_stopped(o.rec, ns);
                 return;
             }
             EventKind::KernelCh => {
@@ -596,6 +612,32 @@ impl Completion {
         if flags & (F_FOREIGN | F_PARENT_UNKNOWN) == 0 && parent != 0 {
             self.child_done(parent, kind, child_start, child_end, ns);
         }
+    }
+
+    /// A step's stop: it takes channel, peer, communicator and direction from its ProxyOp,
+    /// adds its bytes to the op's, and counts towards the collective's progress per channel.
+    fn step_stopped(&mut self, mut rec: EventRecord, ns: u64) {
+        rec.end_ns = ns;
+        rec.flags |= F_END_KNOWN;
+        if let Some(op) = self.table.get_mut(&rec.parent) {
+            rec.sub = op.rec.sub;
+            rec.x = op.rec.x;
+            rec.comm = op.rec.comm;
+            rec.rank = op.rec.rank;
+            rec.flags |= op.rec.flags & (F_SEND | F_FOREIGN);
+            op.rec.p[3] += rec.p[4];
+            let step = rec.p[0] as u32;
+            op.steps.retain(|s| !(s.0 == step && s.1 == rec.id));
+            let (channel, coll) = (op.rec.sub, op.rec.parent);
+            let foreign = op.rec.flags & F_FOREIGN != 0;
+            if !foreign && let Some(c) = self.table.get_mut(&coll) {
+                let sd = c.steps_done.get_or_insert_with(|| Box::new([0; 64]));
+                sd[usize::from(channel) % 64] += 1;
+            }
+        } else if rec.parent != 0 {
+            rec.flags |= F_PARENT_UNKNOWN;
+        }
+        self.emit(rec);
     }
 
     fn progress_parent(&mut self, parent: u64, flags: u16, ns: u64) {
@@ -751,6 +793,12 @@ impl Completion {
 
     /// Periodic scan: timeouts, non-network ProxyOps whose parent is gone, leaked steps.
     fn sweep(&mut self, now: u64) {
+        // Leaked steps (e.g. a restarted step NCCL never stopped), as for the table below.
+        let leak_ns = 60 * self.timeout_ns;
+        let leaked = self
+            .steps_open
+            .remove_where(|r| now.saturating_sub(r.start_ns) > leak_ns);
+        self.dropped[DropReason::Abandoned as usize] += leaked as u64;
         let mut finish = Vec::new();
         let mut orphans = Vec::new();
         for (&id, o) in &self.table {

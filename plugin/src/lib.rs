@@ -31,6 +31,7 @@ pub mod intern;
 pub mod lifecycle;
 pub mod link;
 pub mod nccl_log;
+pub mod open_steps;
 pub mod ring;
 pub mod stream;
 

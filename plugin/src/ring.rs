@@ -129,6 +129,11 @@ impl Ring {
         self.tail.0.store(upto, Ordering::Release);
     }
 
+    /// Slots in this ring.
+    pub fn capacity(&self) -> u64 {
+        self.mask + 1
+    }
+
     /// Drops by kind so far.
     pub fn dropped(&self, kind: usize) -> u64 {
         self.dropped[kind].load(Ordering::Relaxed)

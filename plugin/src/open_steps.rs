@@ -1,0 +1,145 @@
+//! Open ProxySteps, found without hashing.
+//!
+//! Steps are most of all events (8 per ProxyOp per channel per collective), live for a few
+//! microseconds and get ids that are sequential per capture ring (see `handle`). A
+//! direct-mapped table indexed by the id's ring and sequence therefore finds nearly every open
+//! step in one array access; a step whose slot is still held by an older open step is kept by
+//! the caller in the general table instead, so nothing is ever lost to a collision.
+
+use ncclprof_shared::record::EventRecord;
+
+/// Slots in the table (a power of two). 16 384 × 104 B ≈ 1.7 MB, allocated once.
+const SLOTS: usize = 1 << 14;
+
+pub struct OpenSteps {
+    /// Id of the step in each slot (0 = free).
+    ids: Box<[u64]>,
+    recs: Box<[EventRecord]>,
+    len: usize,
+}
+
+#[inline(always)]
+fn slot(id: u64) -> usize {
+    // Sequence in the low 48 bits, ring index above it: spread rings over the table.
+    let seq = id & ((1 << 48) - 1);
+    let ring = (id >> 48) & 0x7FF;
+    (seq.wrapping_add(ring.wrapping_mul(0x9E37)) as usize) & (SLOTS - 1)
+}
+
+impl Default for OpenSteps {
+    fn default() -> Self {
+        OpenSteps {
+            ids: vec![0; SLOTS].into_boxed_slice(),
+            recs: vec![EventRecord::default(); SLOTS].into_boxed_slice(),
+            len: 0,
+        }
+    }
+}
+
+impl OpenSteps {
+    /// Steps held here.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Keep `rec` (an open step with id `rec.id`); gives it back if its slot is taken.
+    #[inline]
+    pub fn insert(&mut self, rec: EventRecord) -> Result<(), EventRecord> {
+        let i = slot(rec.id);
+        if self.ids[i] != 0 || rec.id == 0 {
+            return Err(rec);
+        }
+        self.ids[i] = rec.id;
+        self.recs[i] = rec;
+        self.len += 1;
+        Ok(())
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut EventRecord> {
+        let i = slot(id);
+        (self.ids[i] == id && id != 0).then(|| &mut self.recs[i])
+    }
+
+    #[inline]
+    pub fn remove(&mut self, id: u64) -> Option<EventRecord> {
+        let i = slot(id);
+        if self.ids[i] != id || id == 0 {
+            return None;
+        }
+        self.ids[i] = 0;
+        self.len -= 1;
+        Some(self.recs[i])
+    }
+
+    /// Remove every step for which `stale` says so; returns how many.
+    pub fn remove_where(&mut self, mut stale: impl FnMut(&EventRecord) -> bool) -> usize {
+        let mut n = 0;
+        for (id, rec) in self.ids.iter_mut().zip(self.recs.iter()) {
+            if *id != 0 && stale(rec) {
+                *id = 0;
+                n += 1;
+            }
+        }
+        self.len -= n;
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle;
+    use ncclprof_shared::kind::EventKind;
+
+    fn step(ring: u32, seq: u64) -> EventRecord {
+        EventRecord {
+            id: handle::make(EventKind::ProxyStep, ring, seq),
+            start_ns: seq,
+            ..EventRecord::default()
+        }
+    }
+
+    #[test]
+    fn insert_find_remove() {
+        let mut t = OpenSteps::default();
+        let a = step(0, 1);
+        t.insert(a).unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.get_mut(a.id).unwrap().start_ns, 1);
+        assert!(t.get_mut(step(0, 2).id).is_none());
+        assert_eq!(t.remove(a.id), Some(a));
+        assert!(t.remove(a.id).is_none());
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn a_collision_is_refused_not_overwritten() {
+        let mut t = OpenSteps::default();
+        let a = step(0, 5);
+        let b = step(0, 5 + SLOTS as u64); // same slot, later step
+        t.insert(a).unwrap();
+        assert_eq!(t.insert(b), Err(b));
+        assert_eq!(t.get_mut(a.id).unwrap().id, a.id);
+        assert!(t.get_mut(b.id).is_none());
+        // Rings do not share slots for the same sequence.
+        t.insert(step(1, 5)).unwrap();
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn remove_where_counts() {
+        let mut t = OpenSteps::default();
+        for s in 1..=10 {
+            t.insert(step(2, s)).unwrap();
+        }
+        assert_eq!(t.remove_where(|r| r.start_ns <= 4), 4);
+        assert_eq!(t.len(), 6);
+        assert!(t.get_mut(step(2, 4).id).is_none());
+        assert!(t.get_mut(step(2, 5).id).is_some());
+    }
+}

@@ -1,0 +1,343 @@
+//! End-to-end streaming: producer threads drive the real plugin `.so` with what a proxy thread
+//! does (a ProxyOp: start, InProgress, 8 steps of start + 3 states + stop each, stop), and the
+//! real viewer pipeline receives it: the TUI's live source (directory watcher, one receiver
+//! thread per process), its ingest into the store and a 30 fps render of the timeline into a
+//! 160×48 test backend — everything `ncclprof-tui` does except writing to a terminal.
+//!
+//! For each rate: events produced (ProxyOps + ProxySteps), events in the viewer's store,
+//! drops as the plugin counted them, latency from an event's end to its ingest (newest event
+//! per ingest turn), and CPU seconds per thread group, so the table says where the time went.
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p ncclprof-tests --bench stream`
+//! Env: `STREAM_SECS` (default 3, use 30 for the sustained figure), `STREAM_RATES`
+//! (comma-separated events/s), `STREAM_PRODUCERS` (producer threads, default 1).
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ncclprof_shared::clock::monotonic_ns;
+use ncclprof_shared::wire::DropReason;
+use ncclprof_sim::abi::{self, ProfilerTable, v4, v6};
+use ncclprof_tui::app::App;
+use ncclprof_tui::event_loop::{Effects, ingest_turn};
+use ncclprof_tui::model::source;
+use ncclprof_tui::model::store::Store;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+const STEPS_PER_OP: u64 = 8;
+/// Events per ProxyOp: the op and its steps.
+const EVENTS_PER_OP: u64 = STEPS_PER_OP + 1;
+
+fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
+/// CPU seconds (user + system) of this process's threads, grouped by thread-name prefix.
+fn cpu_by_thread() -> BTreeMap<String, f64> {
+    let tick = 100.0; // USER_HZ
+    let mut out = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in rd.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = &stat[open + 1..close];
+        let group = if name.starts_with("ncclprof-rx") {
+            "viewer rx"
+        } else if name.starts_with("ncclprof-drain") {
+            "plugin drain"
+        } else if name.starts_with("ncclprof-send") {
+            "plugin send"
+        } else if name.starts_with("viewer-ui") {
+            "viewer ingest+render"
+        } else {
+            "other"
+        };
+        let f: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        let (u, s): (f64, f64) = (
+            f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0),
+            f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0),
+        );
+        *out.entry(group.to_string()).or_insert(0.0) += (u + s) / tick;
+    }
+    out
+}
+
+#[derive(Default)]
+struct ViewerSide {
+    ingested: u64,
+    /// Drops by reason (`DropReason` order), summed over processes.
+    dropped: Vec<u64>,
+    lat: Vec<u64>,
+    frames: u64,
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("stream: bench");
+        return;
+    }
+    if std::env::var_os("STREAM_MALLOPT").is_some() {
+        // SAFETY: mallopt before any other thread exists.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
+        }
+    }
+    let secs: u64 = env("STREAM_SECS").unwrap_or(3);
+    let producers: u64 = env("STREAM_PRODUCERS").unwrap_or(1).max(1);
+    let rates: Vec<u64> = std::env::var("STREAM_RATES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|r| r.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![300_000, 1_000_000, 2_000_000, 4_000_000, 8_000_000]);
+    let dir = tempfile::tempdir().unwrap();
+    let rdv = dir.path().join("rdv");
+    // SAFETY: before the plugin's first init in this process.
+    unsafe {
+        std::env::set_var("NCCLPROF_DIR", &rdv);
+        std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
+    }
+    let so = ncclprof_tests::plugin_path();
+    // SAFETY: loading our plugin; it stays loaded for the whole run.
+    let lib: libloading::Library = unsafe {
+        libloading::os::unix::Library::open(
+            Some(&so),
+            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
+        )
+    }
+    .unwrap()
+    .into();
+    // SAFETY: the v6 table symbol of our plugin.
+    let t: ProfilerTable =
+        unsafe { **lib.get::<*const ProfilerTable>(b"ncclProfiler_v6").unwrap() };
+    // SAFETY: `init` of a v6 table has the v5 signature.
+    let init: abi::InitV5 = unsafe { std::mem::transmute(t.init) };
+    let mut ctx: *mut c_void = std::ptr::null_mut();
+    let mut mask: c_int = 0;
+    // SAFETY: valid out-pointers and name.
+    unsafe { init(&mut ctx, 7, &mut mask, c"stream".as_ptr(), 1, 2, 0, None) };
+    let ctx = ctx as usize;
+
+    // The viewer: the TUI's own live source, ingest and renderer, on a thread named like the
+    // UI loop.
+    let side = Arc::new(std::sync::Mutex::new(ViewerSide::default()));
+    let quit = Arc::new(AtomicBool::new(false));
+    let (vs, vq, vdir) = (side.clone(), quit.clone(), rdv.clone());
+    let viewer = std::thread::Builder::new()
+        .name("viewer-ui".into())
+        .spawn(move || {
+            let live = source::live(vdir);
+            let mut app = App::new(Store::new(1 << 30), true, "bench".into());
+            let mut fx = Effects::new(false);
+            let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
+            let mut last_draw = Instant::now();
+            while !vq.load(Ordering::Relaxed) {
+                let any = ingest_turn(&mut app, &live, &mut fx);
+                let now = monotonic_ns();
+                let mut s = vs.lock().unwrap();
+                if any {
+                    let newest = app
+                        .store
+                        .procs
+                        .iter()
+                        .map(|p| p.last_end)
+                        .max()
+                        .unwrap_or(0);
+                    if newest > 0 {
+                        s.lat.push(now.saturating_sub(newest));
+                    }
+                }
+                s.ingested = app.store.ingested;
+                let mut d = vec![0u64; DropReason::COUNT];
+                for c in app.store.procs.iter().filter_map(|p| p.counters.as_ref()) {
+                    for (a, b) in d.iter_mut().zip(&c.dropped) {
+                        *a += b;
+                    }
+                }
+                s.dropped = d;
+                drop(s);
+                if last_draw.elapsed() >= Duration::from_millis(33) {
+                    term.draw(|f| ncclprof_tui::ui::render(f, &app)).unwrap();
+                    last_draw = Instant::now();
+                    vs.lock().unwrap().frames += 1;
+                }
+                if !any {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+        })
+        .unwrap();
+    assert!(
+        ncclprof_tests::wait_for(Duration::from_secs(10), || side.lock().unwrap().ingested
+            > 0
+            || !side.lock().unwrap().lat.is_empty()
+            || std::fs::read_dir(&rdv).is_ok()),
+        "viewer did not start"
+    );
+    std::thread::sleep(Duration::from_millis(1500)); // the watcher polls every 500 ms
+
+    println!(
+        "end-to-end streaming into the real viewer (ingest + 30 fps render): one ProxyOp = {EVENTS_PER_OP} events = {} calls, {producers} producer thread(s), {secs} s per rate",
+        3 + STEPS_PER_OP * 5
+    );
+    println!(
+        "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU s: producers / drain / send / viewer rx / viewer ui |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for target in rates {
+        let (ing0, drop0) = {
+            let mut s = side.lock().unwrap();
+            s.lat.clear();
+            (s.ingested, s.dropped.clone())
+        };
+        let cpu0 = cpu_by_thread();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::new();
+        for p in 0..producers {
+            let st = stop.clone();
+            let per_thread = target / producers;
+            let fns: Fns = (
+                t.startEvent.unwrap(),
+                t.stopEvent.unwrap(),
+                t.recordEventState.unwrap(),
+            );
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("producer-{p}"))
+                    .spawn(move || produce(fns, ctx, per_thread, &st))
+                    .unwrap(),
+            );
+        }
+        std::thread::sleep(Duration::from_secs(secs));
+        stop.store(true, Ordering::Relaxed);
+        let (mut produced, mut producer_cpu) = (0u64, 0.0f64);
+        for h in handles {
+            let (n, cpu) = h.join().unwrap();
+            produced += n;
+            producer_cpu += cpu;
+        }
+        // Let the stream settle: the viewer has everything once its count stops moving.
+        let mut last = u64::MAX;
+        for _ in 0..40 {
+            std::thread::sleep(Duration::from_millis(250));
+            let now = side.lock().unwrap().ingested;
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        let cpu1 = cpu_by_thread();
+        let cpu = |g: &str| cpu1.get(g).unwrap_or(&0.0) - cpu0.get(g).unwrap_or(&0.0);
+        let mut s = side.lock().unwrap();
+        let got = s.ingested - ing0;
+        let reason = |r: DropReason| {
+            s.dropped.get(r as usize).copied().unwrap_or(0)
+                - drop0.get(r as usize).copied().unwrap_or(0)
+        };
+        let (ring, slow) = (reason(DropReason::RingFull), reason(DropReason::ViewerSlow));
+        let all: u64 = DropReason::ALL.iter().map(|&r| reason(r)).sum();
+        s.lat.sort_unstable();
+        let pct = |p: usize| {
+            s.lat
+                .get((s.lat.len() * p / 100).min(s.lat.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(0) as f64
+                / 1e6
+        };
+        println!(
+            "| {:>10} | {:>10.0} | {:>6.1} % | {} / {} / {} | {:>6.2} ms | {:>6.2} ms | {:.2} / {:.2} / {:.2} / {:.2} / {:.2} |",
+            target,
+            produced as f64 / secs as f64,
+            got as f64 / produced.max(1) as f64 * 100.0,
+            ring,
+            slow,
+            all - ring - slow,
+            pct(50),
+            pct(99),
+            producer_cpu,
+            cpu("plugin drain"),
+            cpu("plugin send"),
+            cpu("viewer rx"),
+            cpu("viewer ingest+render"),
+        );
+    }
+    quit.store(true, Ordering::Relaxed);
+    let _ = viewer.join();
+    drop(lib);
+}
+
+type Fns = (abi::StartFn, abi::StopFn, abi::RecordFn);
+
+/// Drive ProxyOps with their steps at `rate` events/s until `stop`; returns events produced
+/// and the thread's CPU seconds.
+fn produce(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, f64) {
+    let ctx = ctx as *mut c_void;
+    let (start_event, stop_event, record) = fns;
+    // SAFETY: a zeroed descriptor is a valid v6 descriptor.
+    let mut op: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
+    op.type_ = abi::ev::PROXY_OP;
+    op.u.proxyOp = abi::v1::ProxyOp {
+        pid: std::process::id() as i32,
+        channelId: 3,
+        peer: 1,
+        nSteps: STEPS_PER_OP as c_int,
+        chunkSize: 1 << 19,
+        isSend: 1,
+    };
+    // SAFETY: as above.
+    let mut step: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
+    step.type_ = abi::ev::PROXY_STEP;
+    let mut args = v4::ncclProfilerEventStateArgs_v4_t {
+        proxyStep_transSize: 1 << 19,
+    };
+    let a = &mut args as *mut _ as *mut c_void;
+    let start = Instant::now();
+    let mut ops = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        // Pace in 100 µs slices.
+        let due = (start.elapsed().as_nanos() as u64 * rate / 1_000_000_000 / EVENTS_PER_OP)
+            .saturating_sub(ops);
+        for _ in 0..due {
+            // SAFETY: valid context, handle slots, descriptors and args.
+            unsafe {
+                let mut oh = std::ptr::null_mut();
+                start_event(ctx, &mut oh, &mut op as *mut _ as *mut c_void);
+                record(oh, abi::st::PROXY_OP_IN_PROGRESS, a);
+                step.parentObj = oh;
+                for s in 0..STEPS_PER_OP as c_int {
+                    step.u.proxyStep = abi::v1::ProxyStep { step: s };
+                    let mut sh = std::ptr::null_mut();
+                    start_event(ctx, &mut sh, &mut step as *mut _ as *mut c_void);
+                    record(sh, abi::st::STEP_SEND_GPU_WAIT, a);
+                    record(sh, abi::st::STEP_SEND_PEER_WAIT, a);
+                    record(sh, abi::st::STEP_SEND_WAIT, a);
+                    stop_event(sh);
+                }
+                stop_event(oh);
+            }
+        }
+        ops += due;
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    (ops * EVENTS_PER_OP, thread_cpu_s())
+}
+
+/// CPU seconds of the calling thread.
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
