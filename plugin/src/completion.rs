@@ -252,18 +252,22 @@ impl Completion {
         let Some(kind) = EventKind::from_u8(r.kind) else {
             return;
         };
-        if !retry
-            && r.flags & (RF_PARENT_NULL | RF_FOREIGN) == 0
-            && r.parent != 0
-            && !self.table.contains_key(&r.parent)
-            && crate::handle::kind_of(r.parent).is_some()
-        {
+        // The parent is looked up once, here, and linked below (never for foreign ops: their
+        // parent lives in another process).
+        let linkable = r.flags & (RF_PARENT_NULL | RF_FOREIGN) == 0 && r.parent != 0;
+        let open_now = self.table.len() + self.steps_open.len();
+        let parent = if linkable {
+            self.table.get_mut(&r.parent)
+        } else {
+            None
+        };
+        if parent.is_none() && linkable && !retry && crate::handle::kind_of(r.parent).is_some() {
             self.deferred.push(*it);
             self.deferred_ids.insert(r.id);
             return;
         }
         self.captured[kind as usize] += 1;
-        if self.open_events() >= self.max_open {
+        if open_now >= self.max_open {
             self.dropped[DropReason::TableFull as usize] += 1;
             return;
         }
@@ -343,9 +347,34 @@ impl Completion {
                 o = Open::new(rec, ns);
             }
             EventKind::ProxyStep => {
+                // Most events: kept in `steps_open`, without building an `Open`.
                 rec.p[0] = u64::from(lo(w[0]));
                 rec.rank = hi(w[0]) as i32;
-                o = Open::new(rec, ns);
+                let mut abandoned = None;
+                match parent {
+                    Some(op) => {
+                        op.last_activity = ns;
+                        // A receive step started again without a stop: the old handle is
+                        // abandoned by NCCL (spec §4.6).
+                        let step = rec.p[0] as u32;
+                        match op.steps.iter_mut().find(|s| s.0 == step) {
+                            Some(s) => {
+                                abandoned = Some(std::mem::replace(&mut s.1, r.id));
+                                rec.flags |= F_RESTARTED;
+                            }
+                            None => op.steps.push((step, r.id)),
+                        }
+                    }
+                    None if rec.parent != 0 => rec.flags |= F_PARENT_UNKNOWN,
+                    None => {}
+                }
+                if let Some(old) = abandoned {
+                    self.forget_step(old);
+                }
+                if let Err(rec) = self.steps_open.insert(rec) {
+                    self.table.insert(r.id, Open::new(rec, ns));
+                }
+                return;
             }
             EventKind::KernelCh => {
                 rec.sub = w[0] as u8;
@@ -396,9 +425,8 @@ impl Completion {
                 o = Open::new(rec, ns);
             }
         }
-        // Link to the parent (never for foreign ops: their parent lives in another process).
         if o.rec.parent != 0 && o.rec.flags & F_FOREIGN == 0 {
-            match self.table.get_mut(&o.rec.parent) {
+            match parent {
                 Some(parent) => {
                     parent.last_activity = ns;
                     match kind {
@@ -415,20 +443,6 @@ impl Completion {
                         | EventKind::CeColl
                         | EventKind::CeSync
                         | EventKind::CeBatch => parent.pending += 1,
-                        EventKind::ProxyStep => {
-                            // A receive step started again without a stop: the old handle is
-                            // abandoned by NCCL (spec §4.6).
-                            let step = o.rec.p[0] as u32;
-                            let steps = &mut parent.steps;
-                            match steps.iter_mut().find(|s| s.0 == step) {
-                                Some(s) => {
-                                    let old = std::mem::replace(&mut s.1, r.id);
-                                    self.forget_step(old);
-                                    o.rec.flags |= F_RESTARTED;
-                                }
-                                None => steps.push((step, r.id)),
-                            }
-                        }
                         _ => {}
                     }
                 }
@@ -436,12 +450,6 @@ impl Completion {
             }
         } else if o.rec.parent != 0 && o.rec.flags & F_FOREIGN != 0 {
             // keep the foreign parent value for matching with the other process
-        }
-        if kind == EventKind::ProxyStep {
-            match self.steps_open.insert(o.rec) {
-                Ok(()) => return,
-                Err(rec) => o.rec = rec,
-            }
         }
         self.table.insert(r.id, o);
     }

@@ -10,7 +10,8 @@
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p ncclprof-tests --bench stream`
 //! Env: `STREAM_SECS` (default 3, use 30 for the sustained figure), `STREAM_RATES`
-//! (comma-separated events/s), `STREAM_PRODUCERS` (producer threads, default 1).
+//! (comma-separated events/s), `STREAM_PRODUCERS` (producer threads, default 1),
+//! `STREAM_DEFAULT_MALLOC=1` (without the allocator settings the viewer binary uses).
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
@@ -86,7 +87,9 @@ fn main() {
         println!("stream: bench");
         return;
     }
-    if std::env::var_os("STREAM_MALLOPT").is_some() {
+    // The allocator settings `ncclprof-tui` starts with (tui/src/main.rs), for the viewer half
+    // of this process (`STREAM_DEFAULT_MALLOC=1` to compare without them).
+    if std::env::var_os("STREAM_DEFAULT_MALLOC").is_none() {
         // SAFETY: mallopt before any other thread exists.
         unsafe {
             libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
