@@ -6,7 +6,8 @@
 //!
 //! For each rate: events produced (ProxyOps + ProxySteps), events in the viewer's store,
 //! drops as the plugin counted them, latency from an event's end to its ingest (newest event
-//! per ingest turn), and CPU seconds per thread group, so the table says where the time went.
+//! per ingest turn), and CPU time per produced event by stage (thread CPU clocks), so the
+//! table says where the time went and what two cores could sustain at that cost.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p ncclprof-tests --bench stream`
 //! Env: `STREAM_SECS` (default 3, use 30 for the sustained figure), `STREAM_RATES`
@@ -193,9 +194,9 @@ fn main() {
         3 + STEPS_PER_OP * 5
     );
     println!(
-        "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU s: producers / drain / send / viewer rx / viewer ui |"
+        "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU ns per event: NCCL threads / drain / socket (send + rx) / viewer ingest+render = total | 2 cores at that cost |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for target in rates {
         let (ing0, drop0) = {
             let mut s = side.lock().unwrap();
@@ -256,8 +257,17 @@ fn main() {
                 .unwrap_or(0) as f64
                 / 1e6
         };
+        // CPU per produced event, by stage, and what two cores could sustain at that cost.
+        let per_event = |cpu_s: f64| cpu_s * 1e9 / produced.max(1) as f64;
+        let stages = [
+            per_event(producer_cpu),
+            per_event(cpu("plugin drain")),
+            per_event(cpu("plugin send") + cpu("viewer rx")),
+            per_event(cpu("viewer ingest+render")),
+        ];
+        let total: f64 = stages.iter().sum();
         println!(
-            "| {:>10} | {:>10.0} | {:>6.1} % | {} / {} / {} | {:>6.2} ms | {:>6.2} ms | {:.2} / {:.2} / {:.2} / {:.2} / {:.2} |",
+            "| {:>10} | {:>10.0} | {:>6.1} % | {} / {} / {} | {:>6.2} ms | {:>6.2} ms | {:.0} / {:.0} / {:.0} / {:.0} = {:.0} | {:.1} M |",
             target,
             produced as f64 / secs as f64,
             got as f64 / produced.max(1) as f64 * 100.0,
@@ -266,11 +276,12 @@ fn main() {
             all - ring - slow,
             pct(50),
             pct(99),
-            producer_cpu,
-            cpu("plugin drain"),
-            cpu("plugin send"),
-            cpu("viewer rx"),
-            cpu("viewer ingest+render"),
+            stages[0],
+            stages[1],
+            stages[2],
+            stages[3],
+            total,
+            2e9 / total / 1e6,
         );
     }
     quit.store(true, Ordering::Relaxed);
