@@ -936,3 +936,173 @@ impl Completion {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle;
+
+    /// Builds raw records the way the capture path does (one ring, increasing sequence).
+    struct Feed {
+        seq: u64,
+        ts: u64,
+        items: Vec<Item>,
+    }
+
+    impl Feed {
+        fn new() -> Feed {
+            Feed {
+                seq: 0,
+                ts: 1_000_000,
+                items: Vec::new(),
+            }
+        }
+        fn id(&mut self, k: EventKind) -> u64 {
+            self.seq += 1;
+            handle::make(k, 3, self.seq)
+        }
+        fn push(&mut self, op: u8, kind: EventKind, id: u64, parent: u64, state: u8, w: [u64; 4]) {
+            self.ts += 10;
+            self.items.push(Item {
+                raw: Raw {
+                    ts: self.ts,
+                    id,
+                    parent,
+                    op,
+                    kind: kind as u8,
+                    state,
+                    flags: 0,
+                    ctx: 0,
+                    w,
+                },
+                ns: self.ts,
+                rank: 0,
+            });
+        }
+        fn op_start(&mut self, channel: u64) -> u64 {
+            let op = self.id(EventKind::ProxyOp);
+            self.push(
+                OP_START,
+                EventKind::ProxyOp,
+                op,
+                0,
+                0,
+                [0, channel | (1 << 8), 8, 0],
+            );
+            let s = st::PROXY_OP_IN_PROGRESS as u8;
+            self.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+            op
+        }
+        fn step_start(&mut self, op: u64, step: u64) -> u64 {
+            let id = self.id(EventKind::ProxyStep);
+            self.push(OP_START, EventKind::ProxyStep, id, op, 0, [step, 0, 0, 0]);
+            id
+        }
+        fn step_end(&mut self, id: u64) {
+            for s in [
+                st::PROXY_STEP_SEND_GPU_WAIT,
+                st::PROXY_STEP_SEND_PEER_WAIT,
+                st::PROXY_STEP_SEND_WAIT,
+            ] {
+                self.push(OP_STATE, EventKind::ProxyStep, id, 4096, s as u8, [0; 4]);
+            }
+            self.push(OP_STOP, EventKind::ProxyStep, id, 0, 0, [0; 4]);
+        }
+        fn stop(&mut self, kind: EventKind, id: u64) {
+            self.push(OP_STOP, kind, id, 0, 0, [0; 4]);
+        }
+        fn run(&mut self, c: &mut Completion) -> Vec<EventRecord> {
+            c.pass(&std::mem::take(&mut self.items), false);
+            c.end_pass(self.ts);
+            let mut out = Vec::new();
+            c.take(&mut out);
+            out
+        }
+    }
+
+    #[test]
+    fn more_open_steps_than_direct_slots_all_complete() {
+        // 20 000 steps open at once under one op: more than the direct-mapped table holds, so
+        // some live in the general table; every one must complete, linked to its op.
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(5);
+        let steps: Vec<u64> = (0..20_000).map(|s| f.step_start(op, s)).collect();
+        assert!(f.run(&mut c).is_empty());
+        assert_eq!(c.open_events(), 20_001);
+        for &s in &steps {
+            f.step_end(s);
+        }
+        f.stop(EventKind::ProxyOp, op);
+        let out = f.run(&mut c);
+        let done: Vec<&EventRecord> = out
+            .iter()
+            .filter(|r| r.kind() == Some(EventKind::ProxyStep))
+            .collect();
+        assert_eq!(done.len(), 20_000);
+        for r in &done {
+            assert_eq!(r.parent, op);
+            assert_eq!(r.sub, 5, "channel from the op");
+            assert_ne!(r.flags & F_END_KNOWN, 0);
+            assert_eq!(r.flags & (F_PARENT_UNKNOWN | F_RESTARTED), 0);
+            assert_eq!(r.p[4], 4096, "bytes");
+            assert!(r.p[1] > r.start_ns && r.p[2] > r.p[1] && r.p[3] > r.p[2]);
+            assert!(r.end_ns > r.p[3]);
+        }
+        let op_rec = out.iter().find(|r| r.id == op).expect("op completes");
+        assert_eq!(op_rec.p[3], 20_000 * 4096, "op bytes = sum of its steps'");
+        assert_eq!(c.open_events(), 0);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn restarted_step_replaces_the_abandoned_one() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(1);
+        let first = f.step_start(op, 7);
+        let again = f.step_start(op, 7); // NCCL restarted receive step 7 (spec §4.6)
+        f.step_end(again);
+        f.stop(EventKind::ProxyOp, op);
+        let out = f.run(&mut c);
+        let steps: Vec<&EventRecord> = out
+            .iter()
+            .filter(|r| r.kind() == Some(EventKind::ProxyStep))
+            .collect();
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0].id, again);
+        assert_ne!(steps[0].flags & F_RESTARTED, 0);
+        // The abandoned handle is gone: its late stop is an unknown handle, not a record.
+        f.step_end(first);
+        assert!(f.run(&mut c).is_empty());
+        assert_eq!(c.open_events(), 0);
+    }
+
+    #[test]
+    fn steps_open_when_their_op_stops_are_counted_abandoned() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(2);
+        f.step_start(op, 0);
+        f.step_start(op, 1);
+        f.stop(EventKind::ProxyOp, op);
+        let out = f.run(&mut c);
+        assert_eq!(out.len(), 1, "only the op");
+        assert_eq!(c.dropped[DropReason::Abandoned as usize], 2);
+        assert_eq!(c.open_events(), 0);
+    }
+
+    #[test]
+    fn leaked_steps_are_swept_and_counted() {
+        let mut c = Completion::new(262_144, 1, 0.0);
+        let mut f = Feed::new();
+        // A step whose op is unknown (NULL-parent rules, stale handle): never stopped.
+        let s = f.id(EventKind::ProxyStep);
+        f.push(OP_START, EventKind::ProxyStep, s, 0, 0, [0; 4]);
+        f.run(&mut c);
+        assert_eq!(c.open_events(), 1);
+        c.end_pass(f.ts + 61_000_000 + 200_000_000); // past 60 × the 1 ms timeout
+        assert_eq!(c.open_events(), 0);
+        assert_eq!(c.dropped[DropReason::Abandoned as usize], 1);
+    }
+}
