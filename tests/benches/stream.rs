@@ -174,8 +174,9 @@ fn main() {
                     last_draw = Instant::now();
                     vs.lock().unwrap().frames += 1;
                 }
-                if !any {
-                    std::thread::sleep(Duration::from_millis(2));
+                // As the UI loop does: wait 10 ms for terminal input unless frames are queued.
+                if live.rx.is_empty() {
+                    std::thread::sleep(Duration::from_millis(10));
                 }
             }
         })
@@ -194,7 +195,7 @@ fn main() {
         3 + STEPS_PER_OP * 5
     );
     println!(
-        "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU ns per event: NCCL threads / drain / socket (send + rx) / viewer ingest+render = total | 2 cores at that cost |"
+        "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU ns per event: NCCL threads (per produced) / drain / socket (send + rx) / viewer ingest+render (per delivered) = total | 2 cores at that cost |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     for target in rates {
@@ -257,13 +258,15 @@ fn main() {
                 .unwrap_or(0) as f64
                 / 1e6
         };
-        // CPU per produced event, by stage, and what two cores could sustain at that cost.
-        let per_event = |cpu_s: f64| cpu_s * 1e9 / produced.max(1) as f64;
+        // CPU per event by stage — per produced event on NCCL's threads, per delivered event
+        // downstream (a dropped record costs the drain and the viewer nothing) — and what two
+        // cores could sustain at that cost.
+        let per = |cpu_s: f64, n: u64| cpu_s * 1e9 / n.max(1) as f64;
         let stages = [
-            per_event(producer_cpu),
-            per_event(cpu("plugin drain")),
-            per_event(cpu("plugin send") + cpu("viewer rx")),
-            per_event(cpu("viewer ingest+render")),
+            per(producer_cpu, produced),
+            per(cpu("plugin drain"), got),
+            per(cpu("plugin send") + cpu("viewer rx"), got),
+            per(cpu("viewer ingest+render"), got),
         ];
         let total: f64 = stages.iter().sum();
         println!(
