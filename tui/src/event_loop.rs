@@ -204,7 +204,15 @@ pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
             dirty = false;
             last_draw = Instant::now();
         }
-        match crate::term::wait_input(Duration::from_millis(10)) {
+        // With frames still queued (the turn stopped on its budget), only look for input:
+        // waiting here would leave the backlog growing for nothing.
+        let backlog = live.as_ref().is_some_and(|l| !l.rx.is_empty());
+        let wait = if backlog {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(10)
+        };
+        match crate::term::wait_input(wait) {
             Ok(true) => {
                 // Handle everything crossterm has buffered, not one event per 10 ms.
                 loop {

@@ -5,7 +5,8 @@ use ncclprof_shared::record::EventRecord;
 use ncclprof_shared::wire::{self, Frame};
 
 use super::store::{
-    CommSeen, CountersSeen, Kernel, LaneKey, Op, OpenRow, ProcState, ProxyOp, RECENT, Step, Store,
+    CommSeen, CountersSeen, Kernel, Lane, LaneKey, Op, OpenRow, ProcState, ProxyOp, RECENT, Step,
+    Store,
 };
 
 /// What a source hands the UI loop.
@@ -151,16 +152,7 @@ pub fn apply_frame(store: &mut Store, src: u32, pid: u32, frame: Frame) {
             }
         }
         Frame::Events(recs) => {
-            let resume = store.procs[p].resume_after;
-            let mut last = store.procs[p].last_end;
-            for r in &recs {
-                if resume != 0 && r.end_ns <= resume {
-                    continue;
-                }
-                last = last.max(r.end_ns);
-                ingest_record(store, p, r);
-            }
-            store.procs[p].last_end = last;
+            ingest_events(store, p, &recs);
             store.enforce_cap();
         }
         Frame::Counters(c) => {
@@ -239,13 +231,55 @@ fn lane_key(store: &Store, proc: usize, r: &EventRecord) -> LaneKey {
     }
 }
 
+/// Insert a batch of records of process `proc` (one Events frame), skipping replayed history.
+///
+/// Same effect as [`ingest_record`] per record, but the lane is looked up only when the
+/// record's (comm, rank) differs from the previous record's (a drain pass emits each NCCL
+/// thread's records in a run, so that is rare), and the store's totals are updated once.
+fn ingest_events(store: &mut Store, proc: usize, recs: &[EventRecord]) {
+    let resume = store.procs[proc].resume_after;
+    let mut last = store.procs[proc].last_end;
+    // (comm, rank) as recorded → lane index. The key derived from them depends only on the
+    // process's comm table, which a batch of records does not change.
+    let mut cached: Option<(u32, i32, usize)> = None;
+    let (mut delta, mut n, mut t_min, mut t_max) = (0isize, 0usize, u64::MAX, 0u64);
+    for r in recs {
+        if resume != 0 && r.end_ns <= resume {
+            continue;
+        }
+        last = last.max(r.end_ns);
+        let li = match cached {
+            Some((c, k, li)) if c == r.comm && k == r.rank => li,
+            _ => {
+                let li = store.lane_for(lane_key(store, proc, r));
+                cached = Some((r.comm, r.rank, li));
+                li
+            }
+        };
+        delta += push_record(&mut store.lanes[li], r);
+        n += 1;
+        if r.start_ns != 0 {
+            t_min = t_min.min(r.start_ns);
+        }
+        t_max = t_max.max(r.end_ns.max(r.start_ns));
+    }
+    store.note_many(delta, n, t_min, t_max);
+    store.procs[proc].last_end = last;
+}
+
 /// Insert one record into its lane.
 pub fn ingest_record(store: &mut Store, proc: usize, r: &EventRecord) {
     let key = lane_key(store, proc, r);
     let li = store.lane_for(key);
-    let lane = &mut store.lanes[li];
+    let delta = push_record(&mut store.lanes[li], r);
+    store.note(delta, r.start_ns, r.end_ns.max(r.start_ns));
+}
+
+/// Insert one record into `lane`; returns the change in heap bytes.
+#[inline]
+fn push_record(lane: &mut Lane, r: &EventRecord) -> isize {
     let (start, end) = (r.start_ns, r.end_ns.max(r.start_ns));
-    let delta = match r.kind() {
+    match r.kind() {
         Some(EventKind::Coll | EventKind::P2p | EventKind::CeColl) => {
             let strings = r.strings();
             let op = Op {
@@ -322,13 +356,95 @@ pub fn ingest_record(store: &mut Store, proc: usize, r: &EventRecord) {
         }
         Some(EventKind::ProxyStep) => lane.steps.push(start, |b| Step::pack(r, b)),
         _ => lane.other.push(start, |_| Some(*r)),
-    };
-    store.note(delta, start, end);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch goes in exactly as record-by-record ingest would put it (lane cache, totals).
+    #[test]
+    fn events_batch_equals_record_by_record() {
+        let meta = || {
+            Frame::Meta(wire::Meta {
+                comms: (0..3)
+                    .map(|i| wire::CommInfo {
+                        index: i,
+                        comm_hash: 7,
+                        name: "w".into(),
+                        nranks: 4,
+                        nnodes: 1,
+                        rank: i as i32 + 1,
+                        api_version: 6,
+                        finalized: false,
+                    })
+                    .collect(),
+                strings: vec![(1, "AllReduce".into())],
+            })
+        };
+        let kinds = [
+            EventKind::ProxyStep,
+            EventKind::ProxyStep,
+            EventKind::ProxyOp,
+            EventKind::Coll,
+            EventKind::KernelCh,
+            EventKind::P2p,
+            EventKind::NetPlugin,
+        ];
+        let recs: Vec<EventRecord> = (0..3000u64)
+            .map(|i| {
+                let start = 1_000_000 + i * 997 % 50_000 + (i / 7) * 3_000;
+                EventRecord {
+                    id: i + 1,
+                    start_ns: if i % 101 == 0 { 0 } else { start },
+                    end_ns: start + (i * 31) % 20_000,
+                    comm: (i / 40 % 4) as u32,
+                    rank: if i % 3 == 0 { -1 } else { (i / 100 % 3) as i32 },
+                    kind: kinds[(i % 7) as usize] as u8,
+                    sub: (i % 4) as u8,
+                    p: [i % 8, start + 1, start + 2, start + 3, 4096, 0],
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let mut a = Store::new(256 << 10);
+        let mut b = Store::new(256 << 10);
+        apply_frame(&mut a, 1, 9, meta());
+        apply_frame(&mut b, 1, 9, meta());
+        for part in recs.chunks(700) {
+            apply_frame(&mut a, 1, 9, Frame::Events(part.to_vec()));
+            let p = b.proc_for(1, 9);
+            for r in part {
+                ingest_record(&mut b, p, r);
+                b.procs[p].last_end = b.procs[p].last_end.max(r.end_ns);
+            }
+            b.enforce_cap();
+        }
+        assert!(a.evicted > 0);
+        let sum = |s: &Store| {
+            (
+                s.bytes,
+                s.retained,
+                s.ingested,
+                s.evicted,
+                s.t_min,
+                s.t_max,
+                s.procs[0].last_end,
+                s.recount_bytes(),
+            )
+        };
+        assert_eq!(sum(&a), sum(&b));
+        assert_eq!(a.lanes.len(), b.lanes.len());
+        for (x, y) in a.lanes.iter().zip(&b.lanes) {
+            assert_eq!(x.key, y.key);
+            assert!(x.steps.iter().eq(y.steps.iter()));
+            assert!(x.proxy_ops.iter().eq(y.proxy_ops.iter()));
+            assert!(x.ops.iter().eq(y.ops.iter()));
+            assert!(x.kernels.iter().eq(y.kernels.iter()));
+            assert!(x.other.iter().eq(y.other.iter()));
+        }
+    }
 
     #[test]
     fn malformed_frames_are_visible_errors_not_panics() {

@@ -7,11 +7,75 @@
 //! offsets from their chunk's base time.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
 
 use ncclprof_shared::record::EventRecord;
 
 /// Drop reasons, as the views name them (re-exported so views need no wire types).
 pub use ncclprof_shared::wire::DropReason;
+
+/// Fx hashing (as in `rustc-hash`) for the store's small integer keys: a multiply per word
+/// instead of SipHash's rounds. The keys are ours (process/comm/rank indexes), not an
+/// attacker's, so DoS resistance buys nothing here.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FxBuild;
+
+impl BuildHasher for FxBuild {
+    type Hasher = FxHasher;
+    fn build_hasher(&self) -> FxHasher {
+        FxHasher(0)
+    }
+}
+
+/// The hasher of [`FxBuild`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FxHasher(u64);
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut it = bytes.chunks_exact(8);
+        for c in &mut it {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        for &b in it.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// Something with a start and end time, possibly relative to its chunk's base.
 pub trait Timed: Copy {
@@ -27,7 +91,16 @@ pub struct Chunk<T> {
     pub max_end: u64,
     pub max_dur: u64,
     pub items: Vec<T>,
+    /// Items the chunk is accounted for: grows 64, 128, … up to the series' chunk size as the
+    /// chunk fills, whether or not `items` was allocated at full size up front (see
+    /// [`Series::new`]). Never less than `items.len()`.
+    acct: usize,
 }
+
+/// Full chunks at least this large are allocated at their full size when the chunk is made,
+/// instead of growing by doubling: no reallocation copies, and the untouched tail costs no
+/// memory until it is written (a fresh allocation's pages are faulted in as they are filled).
+const PRESIZE_BYTES: usize = 128 << 10;
 
 /// A time-indexed table of one record type.
 #[derive(Debug, Clone)]
@@ -38,6 +111,8 @@ pub struct Series<T> {
     slack: u64,
     len: usize,
     bytes: usize,
+    /// Allocate new chunks at `chunk_cap` items at once.
+    presize: bool,
 }
 
 impl<T: Timed> Series<T> {
@@ -48,6 +123,7 @@ impl<T: Timed> Series<T> {
             slack,
             len: 0,
             bytes: 0,
+            presize: chunk_cap.saturating_mul(std::mem::size_of::<T>()) >= PRESIZE_BYTES,
         }
     }
 
@@ -59,7 +135,7 @@ impl<T: Timed> Series<T> {
         self.len == 0
     }
 
-    /// Heap bytes held.
+    /// Heap bytes held (as accounted: a chunk counts for the items it has grown to hold).
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -67,61 +143,80 @@ impl<T: Timed> Series<T> {
     /// Insert an item starting at `start` (absolute ns); `pack` builds it relative to a chunk
     /// base and returns None if it cannot be represented against that base. Returns the change
     /// in heap bytes.
+    #[inline]
     pub fn push(&mut self, start: u64, pack: impl Fn(u64) -> Option<T>) -> isize {
         let before = self.bytes;
-        let fits = self
-            .chunks
-            .back()
-            .map(|c| c.items.len() < self.chunk_cap && start >= c.base)
-            .unwrap_or(false);
-        let item = if fits {
-            let base = self.chunks.back().map(|c| c.base).unwrap_or(0);
-            pack(base)
-        } else {
-            None
-        };
-        let (item, new_chunk) = match item {
-            Some(i) => (i, false),
+        let mut item = None;
+        if let Some(c) = self.chunks.back()
+            && c.items.len() < self.chunk_cap
+            && start >= c.base
+        {
+            item = pack(c.base);
+        }
+        let item = match item {
+            Some(i) => i,
             None => {
                 let base = start.saturating_sub(self.slack);
-                match pack(base) {
-                    Some(i) => (i, true),
-                    None => return 0,
-                }
+                let Some(i) = pack(base) else {
+                    return 0;
+                };
+                self.new_chunk(base);
+                i
             }
         };
-        if new_chunk {
-            let cap = self.chunk_cap.min(64);
-            self.chunks.push_back(Chunk {
-                base: start.saturating_sub(self.slack),
-                min_start: u64::MAX,
-                max_end: 0,
-                max_dur: 0,
-                items: Vec::with_capacity(cap),
-            });
-            self.bytes += cap * std::mem::size_of::<T>();
-        }
+        let size = std::mem::size_of::<T>();
+        let chunk_cap = self.chunk_cap;
         let Some(c) = self.chunks.back_mut() else {
             return 0;
         };
         let (s, e) = (item.start(c.base), item.end(c.base));
-        let cap_before = c.items.capacity();
-        let pos = if c.items.last().is_none_or(|l| l.start(c.base) <= s) {
-            c.items.len()
-        } else {
-            c.items.partition_point(|x| x.start(c.base) <= s)
-        };
-        if c.items.len() == c.items.capacity() {
-            let want = (c.items.capacity() * 2).min(self.chunk_cap).max(1);
-            c.items.reserve_exact(want - c.items.len());
+        if c.items.len() == c.acct {
+            let want = (c.acct * 2).min(chunk_cap).max(1);
+            if c.items.capacity() < want {
+                c.items.reserve_exact(want - c.items.len());
+            }
+            self.bytes += (want - c.acct) * size;
+            c.acct = want;
         }
-        c.items.insert(pos, item);
-        self.bytes += (c.items.capacity() - cap_before) * std::mem::size_of::<T>();
+        if c.items.last().is_none_or(|l| l.start(c.base) <= s) {
+            c.items.push(item);
+        } else {
+            // Late items are usually late by a little: search back from the end, doubling
+            // the stride, then bisect the last stride (same index as a partition_point over
+            // the whole chunk, with fewer probes and only the chunk's tail touched).
+            let (items, base) = (&c.items, c.base);
+            let n = items.len();
+            let mut lo_back = 1; // items[n - lo_back] starts after s
+            let mut hi_back = 2;
+            while hi_back <= n && items[n - hi_back].start(base) > s {
+                lo_back = hi_back;
+                hi_back *= 2;
+            }
+            // items[n - hi_back] (if it exists) starts at or before s: the answer is after it.
+            let lo = if hi_back <= n { n - hi_back + 1 } else { 0 };
+            let pos = lo + items[lo..n - lo_back].partition_point(|x| x.start(base) <= s);
+            c.items.insert(pos, item);
+        }
         c.min_start = c.min_start.min(s);
         c.max_end = c.max_end.max(e);
         c.max_dur = c.max_dur.max(e.saturating_sub(s));
         self.len += 1;
         self.bytes as isize - before as isize
+    }
+
+    #[cold]
+    fn new_chunk(&mut self, base: u64) {
+        let acct = self.chunk_cap.min(64);
+        let alloc = if self.presize { self.chunk_cap } else { acct };
+        self.chunks.push_back(Chunk {
+            base,
+            min_start: u64::MAX,
+            max_end: 0,
+            max_dur: 0,
+            items: Vec::with_capacity(alloc),
+            acct,
+        });
+        self.bytes += acct * std::mem::size_of::<T>();
     }
 
     /// Start of the oldest chunk, if any.
@@ -133,7 +228,7 @@ impl<T: Timed> Series<T> {
     pub fn evict_oldest(&mut self) -> (usize, usize) {
         match self.chunks.pop_front() {
             Some(c) => {
-                let b = c.items.capacity() * std::mem::size_of::<T>();
+                let b = c.acct * std::mem::size_of::<T>();
                 self.len -= c.items.len();
                 self.bytes -= b;
                 (c.items.len(), b)
@@ -674,10 +769,10 @@ pub struct CommGroup {
 #[derive(Debug, Clone)]
 pub struct Store {
     pub procs: Vec<Proc>,
-    pub proc_by_src: HashMap<u32, usize>,
+    pub proc_by_src: HashMap<u32, usize, FxBuild>,
     pub comms: Vec<CommGroup>,
     pub lanes: Vec<Lane>,
-    pub lane_by_key: HashMap<LaneKey, usize>,
+    pub lane_by_key: HashMap<LaneKey, usize, FxBuild>,
     /// Memory cap in bytes for retained records.
     pub max_memory: usize,
     pub bytes: usize,
@@ -702,10 +797,10 @@ impl Store {
     pub fn new(max_memory: usize) -> Store {
         Store {
             procs: Vec::new(),
-            proc_by_src: HashMap::new(),
+            proc_by_src: HashMap::default(),
             comms: Vec::new(),
             lanes: Vec::new(),
-            lane_by_key: HashMap::new(),
+            lane_by_key: HashMap::default(),
             max_memory,
             bytes: 0,
             retained: 0,
@@ -789,6 +884,16 @@ impl Store {
             self.t_min = self.t_min.min(start);
         }
         self.t_max = self.t_max.max(end.max(start));
+    }
+
+    /// [`Store::note`] for `n` pushes at once: their summed byte change, the earliest nonzero
+    /// start (`u64::MAX` if none) and the latest `end.max(start)`.
+    pub(crate) fn note_many(&mut self, delta: isize, n: usize, t_min: u64, t_max: u64) {
+        self.bytes = (self.bytes as isize + delta).max(0) as usize;
+        self.retained += n;
+        self.ingested += n as u64;
+        self.t_min = self.t_min.min(t_min);
+        self.t_max = self.t_max.max(t_max);
     }
 
     /// Evict the oldest chunks until under the memory cap.
@@ -924,6 +1029,76 @@ mod tests {
         let (n, _) = s.evict_oldest();
         assert_eq!(n, 4);
         assert_eq!(s.len(), 3);
+    }
+
+    /// Late items land where a partition_point over the whole chunk puts them (after equal
+    /// starts), whatever their lateness.
+    #[test]
+    fn late_items_insert_like_partition_point() {
+        use proptest::prelude::*;
+        proptest!(|(starts in proptest::collection::vec(0u64..5_000, 1..600))| {
+            let mut s: Series<Step> = Series::new(8192, 1 << 29);
+            let mut want: Vec<(u64, u64)> = Vec::new();
+            for (i, &t) in starts.iter().enumerate() {
+                let t = 1_000_000_000 + t * 100;
+                let r = step(t, i as u64);
+                s.push(t, |b| Step::pack(&r, b));
+                let pos = want.partition_point(|x| x.0 <= t);
+                want.insert(pos, (t, i as u64));
+            }
+            let got: Vec<(u64, u64)> = s
+                .iter()
+                .map(|(b, x)| (x.start(b), u64::from(x.dur)))
+                .collect();
+            prop_assert_eq!(got, want);
+        });
+    }
+
+    /// The byte accounting follows the chunk growth schedule (64, 128, … items), also for
+    /// chunks allocated at full size up front.
+    #[test]
+    fn bytes_follow_the_growth_schedule() {
+        for cap in [1024usize, 8192] {
+            let mut s: Series<Step> = Series::new(cap, 1 << 29);
+            for i in 0..(3 * cap + 100) as u64 {
+                let r = step(1_000_000 + i * 10, 5);
+                s.push(r.start_ns, |b| Step::pack(&r, b));
+                let n = s.len();
+                let mut want = 0;
+                let mut left = n;
+                while left > 0 {
+                    let k = left.min(cap);
+                    let mut c = cap.min(64);
+                    while c < k {
+                        c = (c * 2).min(cap);
+                    }
+                    want += c * 32;
+                    left -= k;
+                }
+                assert_eq!(s.bytes(), want, "cap {cap} n {n}");
+            }
+            let before = s.bytes();
+            let (n, b) = s.evict_oldest();
+            assert_eq!((n, b), (cap, cap * 32));
+            assert_eq!(s.bytes(), before - b);
+        }
+    }
+
+    #[test]
+    fn fx_lane_map_finds_every_lane() {
+        let mut st = Store::new(1 << 20);
+        let keys: Vec<LaneKey> = (0..4)
+            .flat_map(|proc| {
+                (0..8u32)
+                    .flat_map(move |comm| [-1, 0, 1, 63].map(|rank| LaneKey { proc, comm, rank }))
+            })
+            .collect();
+        let idx: Vec<usize> = keys.iter().map(|&k| st.lane_for(k)).collect();
+        assert_eq!(idx, (0..keys.len()).collect::<Vec<_>>());
+        for (k, i) in keys.iter().zip(idx) {
+            assert_eq!(st.lane_for(*k), i);
+            assert_eq!(st.lane(*k).map(|l| l.key), Some(*k));
+        }
     }
 
     #[test]

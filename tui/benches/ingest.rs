@@ -1,0 +1,251 @@
+//! Ingest cost per event through the real path (`ingest::apply_frame` with `Frame::Events`),
+//! against a baseline measured in the same run: building the same batches (copying a template
+//! batch and shifting its times), which both loops do. Run `cargo bench -p ncclprof-tui --bench
+//! ingest`; env `INGEST_EVENTS` (events per round, default 4 000 000), `INGEST_ROUNDS` (default 5).
+//!
+//! The mix is what proxy threads produce: per ProxyOp, 8 ProxySteps then the ProxyOp (send,
+//! `F_END_KNOWN`, phases a/b/c, transSize), 8 ranks × 4 channels per process, 2 processes; one
+//! frame = one process's drain pass ≈ 2000 records, ring (rank) by ring, each ring's records in
+//! completion order (steps of a rank's channels interleave by end time).
+//!
+//! Two scenarios: `fill` (a fresh store below its memory cap: new chunks all the time) and
+//! `at cap` (a store kept at a 64 MiB cap: every batch evicts the oldest chunks).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use ncclprof_shared::kind::EventKind;
+use ncclprof_shared::record::{EventRecord, F_END_KNOWN, F_SEND};
+use ncclprof_shared::wire::{CommInfo, Frame, Meta};
+use ncclprof_tui::model::ingest;
+use ncclprof_tui::model::store::Store;
+
+const PROCS: u32 = 2;
+const RANKS_PER_PROC: i32 = 8;
+const CHANNELS: u8 = 4;
+const STEPS: u64 = 8;
+/// Ops per (rank, channel) per batch: 8 × 4 × 7 × 9 = 2016 records.
+const OPS_PER_BATCH: u64 = 7;
+const STEP_NS: u64 = 50_000;
+const OP_NS: u64 = STEPS * STEP_NS;
+/// Time one batch covers.
+const BATCH_NS: u64 = OPS_PER_BATCH * OP_NS;
+
+fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
+/// One process's template batch starting at time 0 (shifted per batch).
+fn template(proc: u32) -> Vec<EventRecord> {
+    let mut out = Vec::new();
+    let mut id = 1u64;
+    for lr in 0..RANKS_PER_PROC {
+        let rank = proc as i32 * RANKS_PER_PROC + lr;
+        let mut ring: Vec<(u64, EventRecord)> = Vec::new();
+        for ch in 0..CHANNELS {
+            for j in 0..OPS_PER_BATCH {
+                let t0 = j * OP_NS + u64::from(ch) * 3_000 + lr as u64 * 700;
+                let op_id = id;
+                id += 1;
+                let mut last_end = t0;
+                for s in 0..STEPS {
+                    let s0 = t0 + s * STEP_NS;
+                    // Some jitter, so that completion order is not start order everywhere.
+                    let dur = STEP_NS + ((s * 7 + u64::from(ch) * 13 + j * 5) % 11) * 1_000;
+                    let end = s0 + dur;
+                    last_end = last_end.max(end);
+                    ring.push((
+                        end,
+                        EventRecord {
+                            id,
+                            parent: op_id,
+                            start_ns: s0,
+                            end_ns: end,
+                            comm: lr as u32,
+                            rank,
+                            kind: EventKind::ProxyStep as u8,
+                            sub: ch,
+                            flags: F_SEND | F_END_KNOWN,
+                            x: ((rank + 1) % (PROCS as i32 * RANKS_PER_PROC)) as u32,
+                            p: [s, s0 + 1_000, s0 + 10_000, s0 + 30_000, 1 << 19, 0],
+                        },
+                    ));
+                    id += 1;
+                }
+                ring.push((
+                    last_end,
+                    EventRecord {
+                        id: op_id,
+                        parent: 1 << 40 | j,
+                        start_ns: t0,
+                        end_ns: last_end,
+                        comm: lr as u32,
+                        rank,
+                        kind: EventKind::ProxyOp as u8,
+                        sub: ch,
+                        flags: F_SEND | F_END_KNOWN,
+                        x: ((rank + 1) % (PROCS as i32 * RANKS_PER_PROC)) as u32,
+                        p: [
+                            1000 + u64::from(proc),
+                            STEPS,
+                            1 << 19,
+                            STEPS << 19,
+                            t0 + 500,
+                            0,
+                        ],
+                    },
+                ));
+            }
+        }
+        // Completion order within the ring (stable: an op after its last step).
+        ring.sort_by_key(|(e, _)| *e);
+        out.extend(ring.into_iter().map(|(_, r)| r));
+    }
+    out
+}
+
+/// The template shifted to batch `b` (what a freshly decoded frame costs to produce).
+fn batch(t: &[EventRecord], b: u64) -> Vec<EventRecord> {
+    let off = 1_000_000_000 + b * BATCH_NS;
+    let ids = b << 20;
+    t.iter()
+        .map(|r| {
+            let mut r = *r;
+            r.id += ids;
+            r.start_ns += off;
+            r.end_ns += off;
+            if r.kind == EventKind::ProxyStep as u8 {
+                r.parent += ids;
+                r.p[1] += off;
+                r.p[2] += off;
+                r.p[3] += off;
+            } else {
+                r.p[4] += off;
+            }
+            r
+        })
+        .collect()
+}
+
+fn new_store(cap: usize) -> Store {
+    let mut st = Store::new(cap);
+    for p in 0..PROCS {
+        let src = p + 1;
+        let comms = (0..RANKS_PER_PROC)
+            .map(|lr| CommInfo {
+                index: lr as u32,
+                comm_hash: 7,
+                name: "world".into(),
+                nranks: PROCS as i32 * RANKS_PER_PROC,
+                nnodes: 1,
+                rank: p as i32 * RANKS_PER_PROC + lr,
+                api_version: 6,
+                finalized: false,
+            })
+            .collect();
+        ingest::apply_frame(
+            &mut st,
+            src,
+            1000 + src,
+            Frame::Meta(Meta {
+                comms,
+                strings: vec![(1, "AllReduce".into())],
+            }),
+        );
+    }
+    st
+}
+
+/// Run `batches` batches starting at batch `first`: `ingest` false = build and drop only.
+/// Returns seconds.
+fn round(
+    st: &mut Store,
+    tpl: &[Vec<EventRecord>],
+    first: u64,
+    batches: u64,
+    ingest_it: bool,
+) -> f64 {
+    let t = Instant::now();
+    for b in first..first + batches {
+        let p = (b % u64::from(PROCS)) as u32;
+        let v = batch(&tpl[p as usize], b / u64::from(PROCS));
+        if ingest_it {
+            ingest::apply_frame(st, p + 1, 1001 + p, Frame::Events(v));
+        } else {
+            black_box(&v);
+            drop(black_box(v));
+        }
+    }
+    t.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("ingest: bench");
+        return;
+    }
+    let events: u64 = env("INGEST_EVENTS").unwrap_or(4_000_000);
+    let rounds: usize = env("INGEST_ROUNDS").unwrap_or(5);
+    let tpl: Vec<Vec<EventRecord>> = (0..PROCS).map(template).collect();
+    let per_batch = tpl[0].len() as u64;
+    let batches = events.div_ceil(per_batch);
+    let n = (batches * per_batch) as f64;
+    println!(
+        "ingest: {per_batch} records per frame (8 steps + 1 ProxyOp per op, {} ranks × {CHANNELS} channels per process, {PROCS} processes), {batches} frames = {n} events per round, {rounds} alternated rounds",
+        RANKS_PER_PROC
+    );
+
+    // fill: a fresh store per round, far below its cap.
+    let (mut base, mut ing) = (Vec::new(), Vec::new());
+    let mut per_step = 0.0;
+    for _ in 0..rounds {
+        let mut st = new_store(4 << 30);
+        base.push(round(&mut st, &tpl, 0, batches, false) * 1e9 / n);
+        let mut st = new_store(4 << 30);
+        ing.push(round(&mut st, &tpl, 0, batches, true) * 1e9 / n);
+        assert_eq!(st.ingested as f64, n);
+        let steps: usize = st.lanes.iter().map(|l| l.steps.len()).sum();
+        let sb: usize = st.lanes.iter().map(|l| l.steps.bytes()).sum();
+        per_step = sb as f64 / steps as f64;
+        drop(black_box(st));
+    }
+    report("fill", &base, &ing);
+    println!("  memory per retained proxy step: {per_step:.1} B");
+
+    // at cap: one store kept at 64 MiB; warm it past the cap first.
+    let cap = 64 << 20;
+    let mut st = new_store(cap);
+    let warm = (cap as u64 * 2 / 32).div_ceil(per_batch);
+    round(&mut st, &tpl, 0, warm, true);
+    let mut next = warm;
+    let (mut base, mut ing) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let mut scratch = new_store(cap);
+        base.push(round(&mut scratch, &tpl, next, batches, false) * 1e9 / n);
+        let ev0 = st.evicted;
+        ing.push(round(&mut st, &tpl, next, batches, true) * 1e9 / n);
+        assert!(st.evicted > ev0 && st.bytes <= cap);
+        next += batches;
+    }
+    report("at cap (64 MiB, evicting)", &base, &ing);
+}
+
+fn report(name: &str, base: &[f64], ing: &[f64]) {
+    let (b, i) = (median(base.to_vec()), median(ing.to_vec()));
+    println!(
+        "{name:<26} baseline (build batch) {b:6.1} ns/ev | build + apply_frame {i:6.1} ns/ev | ingest alone {:6.1} ns/ev | ratio {:5.2}×   [rounds: base {:?} ingest {:?}]",
+        i - b,
+        i / b,
+        base.iter()
+            .map(|x| (x * 10.0).round() / 10.0)
+            .collect::<Vec<_>>(),
+        ing.iter()
+            .map(|x| (x * 10.0).round() / 10.0)
+            .collect::<Vec<_>>(),
+    );
+}
