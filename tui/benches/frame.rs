@@ -1,4 +1,6 @@
-//! Frame time with 10 M retained events (plain timing; run `cargo bench -p ncclprof-tui`).
+//! Frame time (p50 / p99 / max over 200 frames) per view with 1 M and 10 M retained events,
+//! bytes per retained event by type and resident memory (plain timing; run
+//! `cargo bench -p ncclprof-tui --bench frame`; `FRAME_EVENTS=N` for one size only).
 //! Rendering cost must depend on the visible window, not on what is retained.
 
 use std::time::Instant;
@@ -14,9 +16,36 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 const RANKS: i32 = 64;
-const TOTAL: usize = 10_000_000;
+const FRAMES: usize = 200;
+
+/// Resident memory of this process (kB from /proc), in MiB.
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0)
+        / 1024.0
+}
 
 fn main() {
+    let sizes: Vec<usize> = match std::env::var("FRAME_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(n) => vec![n],
+        None => vec![1_000_000, 10_000_000],
+    };
+    for total in sizes {
+        run(total);
+    }
+}
+
+fn run(total: usize) {
+    let rss0 = rss_mib();
     let t = Instant::now();
     let mut st = Store::new(4 << 30);
     for r in 0..RANKS {
@@ -40,7 +69,7 @@ fn main() {
             }),
         );
     }
-    let per_rank = TOTAL / RANKS as usize;
+    let per_rank = total / RANKS as usize;
     // Per op: 1 Coll, 8 KernelCh, 8 ProxyOp, 8 × 8 steps = 89 records every 1 ms.
     let ops = per_rank / 89;
     for r in 0..RANKS {
@@ -120,19 +149,40 @@ fn main() {
         }
     }
     let ingest_s = t.elapsed().as_secs_f64();
-    let steps: usize = st.lanes.iter().map(|l| l.steps.len()).sum();
-    let step_bytes: usize = st.lanes.iter().map(|l| l.steps.bytes()).sum();
+    let sum = |f: &dyn Fn(&ncclprof_tui::model::store::Lane) -> (usize, usize)| {
+        st.lanes
+            .iter()
+            .map(f)
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    };
+    let steps = sum(&|l| (l.steps.len(), l.steps.bytes()));
+    let ops = sum(&|l| (l.proxy_ops.len(), l.proxy_ops.bytes()));
+    let kernels = sum(&|l| (l.kernels.len(), l.kernels.bytes()));
+    let colls = sum(&|l| (l.ops.len(), l.ops.bytes()));
+    let per = |(n, b): (usize, usize)| b as f64 / n.max(1) as f64;
     println!(
-        "retained {} events ({} steps) in {:.1}s ({:.2} M/s); {:.1} MiB total, {:.1} bytes per step",
+        "\n{} retained events, ingested in {:.1} s ({:.2} M/s); store {:.1} MiB, process RSS +{:.0} MiB",
         st.retained,
-        steps,
         ingest_s,
         st.retained as f64 / ingest_s / 1e6,
         st.bytes as f64 / (1 << 20) as f64,
-        step_bytes as f64 / steps as f64
+        rss_mib() - rss0,
+    );
+    println!(
+        "bytes per retained event: ProxyStep {:.1} ({}), ProxyOp {:.1} ({}), KernelCh {:.1} ({}), Coll {:.1} ({})",
+        per(steps),
+        steps.0,
+        per(ops),
+        ops.0,
+        per(kernels),
+        kernels.0,
+        per(colls),
+        colls.0
     );
     let mut app = App::new(st, true, String::new());
     let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
+    println!("| view | window | p50 ms | p99 ms | max ms |");
+    println!("|---|---|---|---|---|");
     for (view, span) in [
         (ViewId::Timeline, 200_000_000u64),
         (ViewId::Timeline, 10_000_000_000),
@@ -147,18 +197,23 @@ fn main() {
         app.view = view;
         app.tl.span = span;
         app.tl.follow = true;
-        let n = 20;
-        let t = Instant::now();
-        for _ in 0..n {
-            term.draw(|f| ncclprof_tui::ui::render(f, &app))
-                .expect("draw");
-        }
-        let ms = t.elapsed().as_secs_f64() * 1e3 / f64::from(n);
+        let mut ms: Vec<f64> = (0..FRAMES)
+            .map(|_| {
+                let t = Instant::now();
+                term.draw(|f| ncclprof_tui::ui::render(f, &app))
+                    .expect("draw");
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        ms.sort_by(|a, b| a.total_cmp(b));
+        let pct = |p: usize| ms[(ms.len() * p / 100).min(ms.len() - 1)];
         println!(
-            "{:<12} window {:>8}: {:.2} ms/frame",
+            "| {} | {} | {:.2} | {:.2} | {:.2} |",
             view.title(),
             ncclprof_tui::model::units::dur(span),
-            ms
+            pct(50),
+            pct(99),
+            ms[ms.len() - 1]
         );
     }
 }
