@@ -1,5 +1,6 @@
 //! Frame time (p50 / p99 / max over 200 frames) per view with 1 M and 10 M retained events,
-//! bytes per retained event by type and resident memory (plain timing; run
+//! bytes per retained event by type and resident memory, and the same at a 512 MiB memory cap
+//! after 30 M events (plain timing; run
 //! `cargo bench -p ncclprof-tui --bench frame`; `FRAME_EVENTS=N` for one size only).
 //! Rendering cost must depend on the visible window, not on what is retained.
 
@@ -51,14 +52,18 @@ fn main() {
         None => vec![1_000_000, 10_000_000],
     };
     for total in sizes {
-        run(total);
+        run(total, 4 << 30);
+    }
+    if std::env::var_os("FRAME_EVENTS").is_none() {
+        // At the memory cap: 30 M events into a 512 MiB store, which evicts its oldest chunks.
+        run(30_000_000, 512 << 20);
     }
 }
 
-fn run(total: usize) {
+fn run(total: usize, cap: usize) {
     let rss0 = rss_mib();
     let t = Instant::now();
-    let mut st = Store::new(4 << 30);
+    let mut st = Store::new(cap);
     for r in 0..RANKS {
         let src = r as u32 + 1;
         ingest::apply_frame(
@@ -157,6 +162,7 @@ fn run(total: usize) {
                 ..Default::default()
             };
             ingest::ingest_record(&mut st, p, &c);
+            st.enforce_cap(); // as every Events frame does
         }
     }
     let ingest_s = t.elapsed().as_secs_f64();
@@ -172,10 +178,13 @@ fn run(total: usize) {
     let colls = sum(&|l| (l.ops.len(), l.ops.bytes()));
     let per = |(n, b): (usize, usize)| b as f64 / n.max(1) as f64;
     println!(
-        "\n{} retained events, ingested in {:.1} s ({:.2} M/s); store {:.1} MiB, process RSS +{:.0} MiB",
+        "\n{} retained events of {} ingested ({} evicted at the {} MiB cap) in {:.1} s ({:.2} M/s); store {:.1} MiB, process RSS +{:.0} MiB",
         st.retained,
+        st.ingested,
+        st.evicted,
+        cap >> 20,
         ingest_s,
-        st.retained as f64 / ingest_s / 1e6,
+        st.ingested as f64 / ingest_s / 1e6,
         st.bytes as f64 / (1 << 20) as f64,
         rss_mib() - rss0,
     );
