@@ -172,7 +172,7 @@ impl Calibration {
         // in fixed point; the anchor is at most ~1 s old, so the product fits easily.
         let d = raw.wrapping_sub(self.anchor_raw) as i64;
         let scaled = (i128::from(d) * i128::from(self.ns_per_tick_q32)) >> 32;
-        (i128::from(self.anchor_ns) + scaled).max(0) as u64
+        (i128::from(self.anchor_ns) + scaled).clamp(0, i128::from(u64::MAX)) as u64
     }
 }
 

@@ -1022,18 +1022,27 @@ mod tests {
 
     #[test]
     fn more_open_steps_than_direct_slots_all_complete() {
-        // 20 000 steps open at once under one op: more than the direct-mapped table holds, so
-        // some live in the general table; every one must complete, linked to its op.
+        // 20 000 steps open at once (20 ops × 1000): more than the direct-mapped table holds,
+        // so some live in the general table; every one must complete, linked to its op.
         let mut c = Completion::new(262_144, 1000, 0.0);
         let mut f = Feed::new();
-        let op = f.op_start(5);
-        let steps: Vec<u64> = (0..20_000).map(|s| f.step_start(op, s)).collect();
+        let ops: Vec<u64> = (0..20).map(|ch| f.op_start(ch)).collect();
+        let steps: Vec<(u64, u64)> = (0..20_000u64)
+            .map(|i| {
+                (
+                    ops[(i / 1000) as usize],
+                    f.step_start(ops[(i / 1000) as usize], i % 1000),
+                )
+            })
+            .collect();
         assert!(f.run(&mut c).is_empty());
-        assert_eq!(c.open_events(), 20_001);
-        for &s in &steps {
+        assert_eq!(c.open_events(), 20_020);
+        for &(_, s) in &steps {
             f.step_end(s);
         }
-        f.stop(EventKind::ProxyOp, op);
+        for &op in &ops {
+            f.stop(EventKind::ProxyOp, op);
+        }
         let out = f.run(&mut c);
         let done: Vec<&EventRecord> = out
             .iter()
@@ -1041,16 +1050,21 @@ mod tests {
             .collect();
         assert_eq!(done.len(), 20_000);
         for r in &done {
-            assert_eq!(r.parent, op);
-            assert_eq!(r.sub, 5, "channel from the op");
+            let op = ops
+                .iter()
+                .position(|&o| o == r.parent)
+                .expect("linked to its op");
+            assert_eq!(usize::from(r.sub), op, "channel from the op");
             assert_ne!(r.flags & F_END_KNOWN, 0);
             assert_eq!(r.flags & (F_PARENT_UNKNOWN | F_RESTARTED), 0);
             assert_eq!(r.p[4], 4096, "bytes");
             assert!(r.p[1] > r.start_ns && r.p[2] > r.p[1] && r.p[3] > r.p[2]);
             assert!(r.end_ns > r.p[3]);
         }
-        let op_rec = out.iter().find(|r| r.id == op).expect("op completes");
-        assert_eq!(op_rec.p[3], 20_000 * 4096, "op bytes = sum of its steps'");
+        for &op in &ops {
+            let op_rec = out.iter().find(|r| r.id == op).expect("op completes");
+            assert_eq!(op_rec.p[3], 1000 * 4096, "op bytes = sum of its steps'");
+        }
         assert_eq!(c.open_events(), 0);
         assert_eq!(c.dropped.iter().sum::<u64>(), 0);
     }

@@ -54,10 +54,26 @@ fn create() -> Option<&'static Plugin> {
     if let Some(e) = &cfg.mask_error {
         nccl_log::warn(e);
     }
-    let Some(rings) = ring::RingPool::new(cfg.max_threads, cfg.ring_events) else {
-        nccl_log::warn("could not allocate capture rings; profiling disabled");
-        return None;
+    // Rings are reserved address space (MAP_NORESERVE), but a host with strict overcommit
+    // counts it all: rather than profiling nothing, fall back to smaller rings (more drops
+    // at very high rates, each one counted) and say so.
+    let mut ring_events = cfg.ring_events;
+    let rings = loop {
+        match ring::RingPool::new(cfg.max_threads, ring_events) {
+            Some(r) => break r,
+            None if ring_events > 4096 => ring_events /= 2,
+            None => {
+                nccl_log::warn("could not allocate capture rings; profiling disabled");
+                return None;
+            }
+        }
     };
+    if ring_events != cfg.ring_events {
+        nccl_log::warn(&format!(
+            "capture rings reduced to {ring_events} slots per thread (could not map {})",
+            cfg.ring_events
+        ));
+    }
     let cal = crate::clock::Calibration::start(cfg.force_monotonic);
     let pid = std::process::id();
     let p = crate::install(Box::new(Plugin {

@@ -129,7 +129,8 @@ impl Drain {
             completion: Completion::new(c.max_open, c.completion_timeout_ms, c.gpu_timer_hz),
             // Reserved once (address space; pages are touched as used): growing a deque of
             // millions of records by doubling copied tens of MB in one pass, a 50 ms stall.
-            history: VecDeque::with_capacity(c.history_events.min(1 << 22) + 1),
+            // Twice the bound: a pass adds its records before the trim to the bound.
+            history: VecDeque::with_capacity(c.history_events.min(1 << 21) * 2 + 1),
             history_base: 0,
             cursor: None,
             hello_pending: false,
@@ -515,7 +516,7 @@ impl Drain {
                 // Rings are filling faster than one pass per period empties them: keep up
                 // now, sleeping would turn a burst into ring-full drops.
                 Duration::ZERO
-            } else if empty_passes * self.p.config.drain_us as u32 > 100_000 {
+            } else if empty_passes.saturating_mul(self.p.config.drain_us as u32) > 100_000 {
                 idle
             } else {
                 busy
