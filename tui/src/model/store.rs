@@ -91,9 +91,10 @@ pub struct Chunk<T> {
     pub max_end: u64,
     pub max_dur: u64,
     pub items: Vec<T>,
-    /// Items the chunk is accounted for: grows 64, 128, … up to the series' chunk size as the
-    /// chunk fills, whether or not `items` was allocated at full size up front (see
-    /// [`Series::new`]). Never less than `items.len()`.
+    /// Items the chunk is accounted for, never less than `items.len()`. A chunk that grows by
+    /// reallocation is accounted at its capacity (64, 128, … items); a chunk allocated at full
+    /// size up front (see [`Series::new`]) at the 4 KiB pages its items have reached, which is
+    /// what a fresh allocation costs in resident memory.
     acct: usize,
 }
 
@@ -101,6 +102,12 @@ pub struct Chunk<T> {
 /// instead of growing by doubling: no reallocation copies, and the untouched tail costs no
 /// memory until it is written (a fresh allocation's pages are faulted in as they are filled).
 const PRESIZE_BYTES: usize = 128 << 10;
+
+/// Items of type `T` in one 4 KiB page (at least 1).
+const fn page_items<T>() -> usize {
+    let n = 4096 / std::mem::size_of::<T>();
+    if n == 0 { 1 } else { n }
+}
 
 /// A time-indexed table of one record type.
 #[derive(Debug, Clone)]
@@ -171,7 +178,12 @@ impl<T: Timed> Series<T> {
         };
         let (s, e) = (item.start(c.base), item.end(c.base));
         if c.items.len() == c.acct {
-            let want = (c.acct * 2).min(chunk_cap).max(1);
+            let want = if self.presize {
+                c.acct + page_items::<T>()
+            } else {
+                c.acct * 2
+            };
+            let want = want.min(chunk_cap).max(1);
             if c.items.capacity() < want {
                 c.items.reserve_exact(want - c.items.len());
             }
@@ -206,8 +218,11 @@ impl<T: Timed> Series<T> {
 
     #[cold]
     fn new_chunk(&mut self, base: u64) {
-        let acct = self.chunk_cap.min(64);
-        let alloc = if self.presize { self.chunk_cap } else { acct };
+        let (acct, alloc) = if self.presize {
+            (self.chunk_cap.min(page_items::<T>()), self.chunk_cap)
+        } else {
+            (self.chunk_cap.min(64), self.chunk_cap.min(64))
+        };
         self.chunks.push_back(Chunk {
             base,
             min_start: u64::MAX,
@@ -1054,12 +1069,13 @@ mod tests {
         });
     }
 
-    /// The byte accounting follows the chunk growth schedule (64, 128, … items), also for
-    /// chunks allocated at full size up front.
+    /// The byte accounting follows the chunk growth schedule: capacity doubling from 64 items
+    /// for chunks that reallocate, 4 KiB pages (128 steps) for chunks allocated at full size.
     #[test]
     fn bytes_follow_the_growth_schedule() {
         for cap in [1024usize, 8192] {
             let mut s: Series<Step> = Series::new(cap, 1 << 29);
+            let presized = cap * 32 >= PRESIZE_BYTES;
             for i in 0..(3 * cap + 100) as u64 {
                 let r = step(1_000_000 + i * 10, 5);
                 s.push(r.start_ns, |b| Step::pack(&r, b));
@@ -1068,9 +1084,9 @@ mod tests {
                 let mut left = n;
                 while left > 0 {
                     let k = left.min(cap);
-                    let mut c = cap.min(64);
+                    let mut c = if presized { cap.min(128) } else { cap.min(64) };
                     while c < k {
-                        c = (c * 2).min(cap);
+                        c = if presized { c + 128 } else { c * 2 }.min(cap);
                     }
                     want += c * 32;
                     left -= k;
