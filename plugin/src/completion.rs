@@ -233,8 +233,26 @@ impl Completion {
         for it in items.iter().filter(|i| i.raw.op == OP_START) {
             self.start(it, kernel_on, false);
         }
+        let mut carried_starts = false;
         for it in carried.iter().filter(|i| i.raw.op == OP_START) {
             self.start(it, kernel_on, true);
+            carried_starts = true;
+        }
+        // A new record deferred above may have had its parent among the carried starts (a
+        // chain: Coll late → its ProxyOp deferred → the op's steps and their NetPlugin events
+        // deferred with it). Waiting another pass could find the parent already finished —
+        // steps last microseconds — so such records start now, in time order.
+        if carried_starts && !self.deferred.is_empty() {
+            let mut waiting = std::mem::take(&mut self.deferred);
+            waiting.sort_by_key(|i| i.raw.ts);
+            for it in waiting {
+                if it.raw.op == OP_START && self.parent_open(&it.raw) {
+                    self.deferred_ids.remove(&it.raw.id);
+                    self.start(&it, kernel_on, true);
+                } else {
+                    self.deferred.push(it);
+                }
+            }
         }
         for it in carried.iter().filter(|i| i.raw.op != OP_START) {
             self.state_or_stop(it, true);
@@ -242,6 +260,12 @@ impl Completion {
         for it in items.iter().filter(|i| i.raw.op != OP_START) {
             self.state_or_stop(it, false);
         }
+    }
+
+    /// Whether a start's parent is open here (in `table`, or an open step for a NetPlugin).
+    fn parent_open(&mut self, r: &Raw) -> bool {
+        self.table.contains_key(&r.parent)
+            || (r.kind == EventKind::NetPlugin as u8 && self.steps_open.get_mut(r.parent).is_some())
     }
 
     /// Phase A: a start record; `kernel_on` = KernelCh bit in force. A start whose parent is
@@ -261,7 +285,19 @@ impl Completion {
         } else {
             None
         };
-        if parent.is_none() && linkable && !retry && crate::handle::kind_of(r.parent).is_some() {
+        // A NetPlugin's parent is a ProxyStep, kept in `steps_open` (in `table` only when its
+        // direct-mapped slot was taken); it holds nothing for its children, so finding it is
+        // all the linking there is.
+        let parent_is_open_step = parent.is_none()
+            && linkable
+            && kind == EventKind::NetPlugin
+            && self.steps_open.get_mut(r.parent).is_some();
+        if parent.is_none()
+            && !parent_is_open_step
+            && linkable
+            && !retry
+            && crate::handle::kind_of(r.parent).is_some()
+        {
             self.deferred.push(*it);
             self.deferred_ids.insert(r.id);
             return;
@@ -446,6 +482,7 @@ impl Completion {
                         _ => {}
                     }
                 }
+                None if parent_is_open_step => {}
                 None => o.rec.flags |= F_PARENT_UNKNOWN,
             }
         } else if o.rec.parent != 0 && o.rec.flags & F_FOREIGN != 0 {
