@@ -26,7 +26,9 @@ use ncclprof_shared::wire::{
 
 use crate::Plugin;
 use crate::clock::Calibration;
+use crate::clock::now_raw;
 use crate::completion::{Completion, Item};
+use crate::ring::Ring;
 
 /// Messages to the drain thread.
 pub enum DrainMsg {
@@ -55,6 +57,21 @@ const FRAME_QUEUE: usize = 32;
 const SPARE_BUFFERS: usize = 8;
 const EVENTS_EVERY_NS: u64 = 10_000_000;
 const SUMMARY_EVERY_NS: u64 = 250_000_000;
+/// Ring bytes the drain faults in per pass, over all rings (`Ring::populate_ahead`).
+const POPULATE_PER_PASS: usize = 4 << 20;
+/// Records one drain pass reads, over all rings (see `Drain::pass`): 80 B each in the pass
+/// buffer, so about 10 MiB.
+const PASS_RECORDS: u64 = 1 << 17;
+
+/// What one drain pass did.
+struct Pass {
+    /// Records read.
+    read: usize,
+    /// Some ring was more than an eighth full.
+    behind: bool,
+    /// The pass stopped at a time cut: rings hold more published records.
+    stopped_at_cut: bool,
+}
 
 /// The communicators of this process, for Meta frames and the entry file.
 pub fn comm_infos(p: &Plugin) -> Vec<CommInfo> {
@@ -112,6 +129,8 @@ pub struct Drain {
     last_requested: u32,
     /// Reused buffer of the records read in a pass.
     items: Vec<Item>,
+    /// Reused buffer of the rings read in a pass: (ring, first, end) sequence numbers.
+    ranges: Vec<(&'static Ring, u64, u64)>,
 }
 
 impl Drain {
@@ -151,20 +170,43 @@ impl Drain {
             last_calibration: monotonic_ns(),
             mask_changes_seen: 0,
             last_requested: p.control.wanted(),
-            items: Vec::with_capacity(1 << 16),
+            items: Vec::with_capacity(PASS_RECORDS as usize + 1024),
+            ranges: Vec::new(),
         }
     }
 
     /// One pass over the rings; returns how many records it read and whether some ring was
     /// more than an eighth full (the drain is falling behind: pass again without sleeping).
-    fn pass(&mut self) -> (usize, bool) {
+    ///
+    /// A pass reads at most about [`PASS_RECORDS`] records: with many busy threads the
+    /// backlog of every ring together reached millions of records, and reading it whole grew
+    /// the pass buffer to hundreds of MB (copies and page faults, 80 B per record). Where a
+    /// ring holds more than its share, the pass stops every ring at the same time cut — the
+    /// timestamp of the last record taken from the most-truncated ring — so a child's parent,
+    /// captured before it on the shared invariant clock, is always in the same pass or an
+    /// earlier one.
+    fn pass(&mut self) -> Pass {
         let p = self.p;
         let kernel_on = p.control.in_force() & EventKind::KernelCh.bit() != 0;
         // Snapshot every ring's readable range first, then process starts, then the rest.
-        let mut ranges = Vec::new();
+        let mut ranges = std::mem::take(&mut self.ranges);
+        ranges.clear();
         let mut items = std::mem::take(&mut self.items);
         items.clear();
         let mut behind = false;
+        // Fault in pages of new rings before their threads reach them (see `ring`): 4 MiB a
+        // pass bounds the pass's delay to about a millisecond and still outruns any producer.
+        let mut populate_budget = POPULATE_PER_PASS;
+        for ring in p.rings.rings() {
+            if populate_budget > 0 && ring.is_active() {
+                populate_budget -= ring.populate_ahead(populate_budget);
+            }
+        }
+        // Records stamped after this moment wait for the next pass even where they are already
+        // published: rings are snapshotted one after another, and without the cut a child
+        // started on one thread after its parent stopped on another (a NetPlugin event on a
+        // helper thread) could be read in a pass that no longer holds the parent.
+        let snapshot_ts = now_raw();
         for ring in p.rings.rings() {
             if !ring.is_active() {
                 continue;
@@ -175,8 +217,22 @@ impl Drain {
                 continue;
             }
             behind |= (h - t) * 8 > ring.capacity();
-            for i in t..h {
+            ranges.push((ring, t, h));
+        }
+        let share = (PASS_RECORDS / ranges.len().max(1) as u64).max(1024);
+        let share_cut = ranges
+            .iter()
+            .filter(|(_, t, h)| h - t > share)
+            .map(|(ring, t, _)| ring.get(t + share - 1).ts)
+            .min();
+        let cut = share_cut.unwrap_or(u64::MAX).min(snapshot_ts);
+        for (ring, t, h) in ranges.iter_mut() {
+            let mut i = *t;
+            while i < *h {
                 let mut raw = ring.get(i);
+                if raw.ts > cut {
+                    break;
+                }
                 let rank = p
                     .contexts
                     .get(raw.ctx)
@@ -187,19 +243,29 @@ impl Drain {
                     raw,
                     rank,
                 });
+                i += 1;
             }
-            ranges.push((ring, h));
+            *h = i;
         }
         self.completion.pass(&items, kernel_on);
-        for (ring, h) in ranges {
-            ring.release(h);
+        for &(ring, _, end) in &ranges {
+            ring.release(end);
             p.rings.recycle_if_retired(ring);
         }
-        self.completion.end_pass(monotonic_ns());
+        self.ranges = ranges;
+        // Completion timeouts are judged at the time everything has been read up to (the
+        // cut): when the drain is behind, what follows it is unread and may be the awaited
+        // child.
+        let horizon = self.cal.to_ns(cut).min(monotonic_ns());
+        self.completion.end_pass(horizon);
         self.completion.take(&mut self.pending);
         let n = items.len();
         self.items = items;
-        (n, behind)
+        Pass {
+            read: n,
+            behind,
+            stopped_at_cut: share_cut.is_some(),
+        }
     }
 
     fn counters(&self) -> Counters {
@@ -430,8 +496,9 @@ impl Drain {
                 self.ack_pending = true;
             }
             DrainMsg::Flush(reply, last) => {
-                // Until settled: later passes resolve records deferred by earlier ones.
-                self.pass();
+                // Until everything published is read (a pass may stop at a cut), then until
+                // settled: later passes resolve records deferred by earlier ones.
+                while self.pass().stopped_at_cut {}
                 for _ in 0..4 {
                     if self.completion.deferred() == 0 {
                         break;
@@ -533,8 +600,12 @@ impl Drain {
             if self.p.shutting_down() {
                 return;
             }
-            let (read, falling_behind) = self.pass();
-            behind = falling_behind;
+            let Pass {
+                read,
+                behind: falling_behind,
+                stopped_at_cut,
+            } = self.pass();
+            behind = falling_behind || stopped_at_cut;
             if read == 0 {
                 empty_passes = empty_passes.saturating_add(1);
             } else {
