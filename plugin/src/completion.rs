@@ -263,9 +263,15 @@ impl Completion {
     }
 
     /// Whether a start's parent is open here (in `table`, or an open step for a NetPlugin).
-    fn parent_open(&mut self, r: &Raw) -> bool {
-        self.table.contains_key(&r.parent)
-            || (r.kind == EventKind::NetPlugin as u8 && self.steps_open.get_mut(r.parent).is_some())
+    fn parent_open(&self, r: &Raw) -> bool {
+        self.table.contains_key(&r.parent) || self.parent_is_open_step(r)
+    }
+
+    /// A NetPlugin's parent is a ProxyStep, kept in `steps_open` (in `table` only when its
+    /// direct-mapped slot was taken); it holds nothing for its children, so finding it is all
+    /// the linking there is.
+    fn parent_is_open_step(&self, r: &Raw) -> bool {
+        r.kind == EventKind::NetPlugin as u8 && self.steps_open.contains(r.parent)
     }
 
     /// Phase A: a start record; `kernel_on` = KernelCh bit in force. A start whose parent is
@@ -280,18 +286,13 @@ impl Completion {
         // parent lives in another process).
         let linkable = r.flags & (RF_PARENT_NULL | RF_FOREIGN) == 0 && r.parent != 0;
         let open_now = self.table.len() + self.steps_open.len();
+        // (A step is open in exactly one of `steps_open` and `table`.)
+        let parent_is_open_step = linkable && self.parent_is_open_step(r);
         let parent = if linkable {
             self.table.get_mut(&r.parent)
         } else {
             None
         };
-        // A NetPlugin's parent is a ProxyStep, kept in `steps_open` (in `table` only when its
-        // direct-mapped slot was taken); it holds nothing for its children, so finding it is
-        // all the linking there is.
-        let parent_is_open_step = parent.is_none()
-            && linkable
-            && kind == EventKind::NetPlugin
-            && self.steps_open.get_mut(r.parent).is_some();
         if parent.is_none()
             && !parent_is_open_step
             && linkable

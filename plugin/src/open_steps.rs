@@ -60,6 +60,11 @@ impl OpenSteps {
     }
 
     #[inline]
+    pub fn contains(&self, id: u64) -> bool {
+        self.ids[slot(id)] == id && id != 0
+    }
+
+    #[inline]
     pub fn get_mut(&mut self, id: u64) -> Option<&mut EventRecord> {
         let i = slot(id);
         (self.ids[i] == id && id != 0).then(|| &mut self.recs[i])

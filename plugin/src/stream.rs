@@ -25,8 +25,7 @@ use ncclprof_shared::wire::{
 };
 
 use crate::Plugin;
-use crate::clock::Calibration;
-use crate::clock::now_raw;
+use crate::clock::{Calibration, now_raw};
 use crate::completion::{Completion, Item};
 use crate::ring::Ring;
 
@@ -175,8 +174,7 @@ impl Drain {
         }
     }
 
-    /// One pass over the rings; returns how many records it read and whether some ring was
-    /// more than an eighth full (the drain is falling behind: pass again without sleeping).
+    /// One pass over the rings (see [`Pass`] for what it reports).
     ///
     /// A pass reads at most about [`PASS_RECORDS`] records: with many busy threads the
     /// backlog of every ring together reached millions of records, and reading it whole grew
