@@ -70,6 +70,8 @@ struct Pass {
     behind: bool,
     /// The pass stopped at a time cut: rings hold more published records.
     stopped_at_cut: bool,
+    /// Raw time everything was read up to.
+    cut: u64,
 }
 
 /// The communicators of this process, for Meta frames and the entry file.
@@ -263,6 +265,7 @@ impl Drain {
             read: n,
             behind,
             stopped_at_cut: share_cut.is_some(),
+            cut,
         }
     }
 
@@ -494,9 +497,17 @@ impl Drain {
                 self.ack_pending = true;
             }
             DrainMsg::Flush(reply, last) => {
-                // Until everything published is read (a pass may stop at a cut), then until
-                // settled: later passes resolve records deferred by earlier ones.
-                while self.pass().stopped_at_cut {}
+                // Until everything captured before this request is read (a pass may stop at
+                // a cut; what threads capture meanwhile waits, or producers faster than the
+                // drain would keep this loop going), then until settled: later passes
+                // resolve records deferred by earlier ones.
+                let asked = now_raw();
+                loop {
+                    let pass = self.pass();
+                    if !pass.stopped_at_cut || pass.cut >= asked {
+                        break;
+                    }
+                }
                 for _ in 0..4 {
                     if self.completion.deferred() == 0 {
                         break;
@@ -602,6 +613,7 @@ impl Drain {
                 read,
                 behind: falling_behind,
                 stopped_at_cut,
+                ..
             } = self.pass();
             behind = falling_behind || stopped_at_cut;
             if read == 0 {
