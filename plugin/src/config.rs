@@ -90,3 +90,39 @@ impl Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ncclprof_shared::wire::DropReason;
+
+    /// The viewer tells users which variable avoids a kind of drop (`DropReason::remedy`):
+    /// every variable it names must be one read here, with the default it quotes.
+    #[test]
+    fn drop_remedies_name_real_knobs_with_their_defaults() {
+        let src = include_str!("config.rs").replace('_', "");
+        let mut named = 0;
+        for r in DropReason::ALL {
+            let Some(fix) = r.remedy() else { continue };
+            let var = fix
+                .split_whitespace()
+                .find(|w| w.starts_with("NCCLPROF_"))
+                .unwrap_or_else(|| panic!("{fix:?} names no variable"));
+            let read = format!("num(\"{}\", ", var.replace('_', ""));
+            let at = src
+                .find(&read)
+                .unwrap_or_else(|| panic!("{var} is not read by Config::from_env"));
+            if let Some(quoted) = fix.split("above ").nth(1) {
+                let quoted = quoted.split_whitespace().next().unwrap();
+                let default = &src[at + read.len()..];
+                assert!(
+                    default.starts_with(quoted)
+                        && !default[quoted.len()..].starts_with(|c: char| c.is_ascii_digit()),
+                    "{var}: remedy quotes {quoted}, default is {}",
+                    &default[..12]
+                );
+            }
+            named += 1;
+        }
+        assert_eq!(named, 4);
+    }
+}

@@ -153,6 +153,22 @@ impl DropReason {
             DropReason::UnknownType => "unknown event type",
         }
     }
+
+    /// What to change in the job's environment so that drops for this reason stop, where a
+    /// knob exists (the plugin's variables, `plugin/src/config.rs`).
+    pub fn remedy(self) -> Option<&'static str> {
+        match self {
+            // The drain thread was off the CPU longer than a ring lasts at the thread's rate.
+            DropReason::RingFull => Some("set NCCLPROF_RING_EVENTS above 65536 in the job"),
+            DropReason::NoRing => Some("set NCCLPROF_MAX_THREADS above 128 in the job"),
+            DropReason::TableFull => Some("set NCCLPROF_MAX_OPEN above 262144 in the job"),
+            DropReason::ViewerSlow => Some("narrow the mask, or raise NCCLPROF_HISTORY_EVENTS"),
+            DropReason::StringsFull
+            | DropReason::UnknownHandle
+            | DropReason::Abandoned
+            | DropReason::UnknownType => None,
+        }
+    }
 }
 
 /// Per-process counters since the plugin started (monotonic; the viewer computes rates).

@@ -213,6 +213,17 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         put(buf, px, y, &t, st, pw);
         y += 1;
     }
+    // What would have kept them: the plugin's knob for each reason that has one.
+    for r in DropReason::ALL {
+        let (n, Some(fix)) = (drops.get(r as usize).copied().unwrap_or(0), r.remedy()) else {
+            continue;
+        };
+        if n == 0 || y >= area.bottom() {
+            continue;
+        }
+        put(buf, px, y, &format!("  {}: {fix}", r.name()), th.warn(), pw);
+        y += 1;
+    }
     let total: Vec<u64> = s.dropped_by_reason();
     if y < area.bottom() && total.iter().any(|&d| d > 0) {
         let t: Vec<String> = DropReason::ALL
