@@ -7,7 +7,9 @@
 //! For each rate: events produced (ProxyOps + ProxySteps), events in the viewer's store,
 //! drops as the plugin counted them, latency from an event's end to its ingest (newest event
 //! per ingest turn), and CPU time per produced event by stage (thread CPU clocks), so the
-//! table says where the time went and what two cores could sustain at that cost.
+//! table says where the time went and what two cores could sustain at that cost; and the share
+//! of vCPU time the hypervisor took meanwhile (steal), which is what drops below saturation
+//! follow on a shared VM.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p ncclprof-tests --bench stream`
 //! Env: `STREAM_SECS` (default 3, use 30 for the sustained figure), `STREAM_RATES`
@@ -195,9 +197,9 @@ fn main() {
         3 + STEPS_PER_OP * 5
     );
     println!(
-        "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU ns per event: NCCL threads (per produced) / drain / socket (send + rx) / viewer ingest+render (per delivered) = total | 2 cores at that cost |"
+        "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU ns per event: NCCL threads (per produced) / drain / socket (send + rx) / viewer ingest+render (per delivered) = total | 2 cores at that cost | vCPU time stolen |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for target in rates {
         let (ing0, drop0) = {
             let mut s = side.lock().unwrap();
@@ -205,6 +207,7 @@ fn main() {
             (s.ingested, s.dropped.clone())
         };
         let cpu0 = cpu_by_thread();
+        let steal = ncclprof_tests::StealMeter::start();
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
         for p in 0..producers {
@@ -224,6 +227,7 @@ fn main() {
         }
         std::thread::sleep(Duration::from_secs(secs));
         stop.store(true, Ordering::Relaxed);
+        let stolen = steal.percent();
         let (mut produced, mut producer_cpu) = (0u64, 0.0f64);
         for h in handles {
             let (n, cpu) = h.join().unwrap();
@@ -270,7 +274,7 @@ fn main() {
         ];
         let total: f64 = stages.iter().sum();
         println!(
-            "| {:>10} | {:>10.0} | {:>6.1} % | {} / {} / {} | {:>6.2} ms | {:>6.2} ms | {:.0} / {:.0} / {:.0} / {:.0} = {:.0} | {:.1} M |",
+            "| {:>10} | {:>10.0} | {:>6.1} % | {} / {} / {} | {:>6.2} ms | {:>6.2} ms | {:.0} / {:.0} / {:.0} / {:.0} = {:.0} | {:.1} M | {} |",
             target,
             produced as f64 / secs as f64,
             got as f64 / produced.max(1) as f64 * 100.0,
@@ -285,6 +289,7 @@ fn main() {
             stages[3],
             total,
             2e9 / total / 1e6,
+            stolen.map_or("n/a".into(), |p| format!("{p:.1} %")),
         );
     }
     quit.store(true, Ordering::Relaxed);

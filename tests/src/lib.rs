@@ -88,6 +88,46 @@ pub fn noop_path() -> PathBuf {
     artifact("libnccl_profiler_noop.so", "ncclprof-noop-plugin")
 }
 
+/// Time the hypervisor took this VM's vCPUs away, for benches to report beside their figures:
+/// on a shared VM a vCPU can vanish for milliseconds at a time (no context switch inside the
+/// guest, wall time but no thread CPU time), which is what ring-full bursts below saturation
+/// turned out to be. Read from the `steal` column of `/proc/stat`'s `cpu` line.
+pub struct StealMeter {
+    start: Instant,
+    ticks: Option<u64>,
+}
+
+impl StealMeter {
+    /// Start measuring now.
+    pub fn start() -> StealMeter {
+        StealMeter {
+            start: Instant::now(),
+            ticks: steal_ticks(),
+        }
+    }
+
+    /// Share of all vCPUs' time stolen since `start`, in percent (None where the kernel does
+    /// not report it).
+    pub fn percent(&self) -> Option<f64> {
+        let (before, after) = (self.ticks?, steal_ticks()?);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let secs = self.start.elapsed().as_secs_f64();
+        // USER_HZ is 100 on every Linux ABI we build for.
+        Some((after - before) as f64 / 100.0 / (secs * cpus) * 100.0)
+    }
+}
+
+/// The `steal` field (8th value) of the aggregate `cpu` line of `/proc/stat`, in USER_HZ ticks.
+fn steal_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?;
+    line.strip_prefix("cpu ")?
+        .split_whitespace()
+        .nth(7)?
+        .parse()
+        .ok()
+}
+
 /// Wait until `pred` holds or `timeout` passes.
 pub fn wait_for(timeout: Duration, mut pred: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
