@@ -37,7 +37,7 @@ fn lib_path(name: &str) -> PathBuf {
 }
 
 struct Lib {
-    _lib: libloading::Library,
+    lib: libloading::Library,
     t: &'static T,
     ctx: *mut c_void,
 }
@@ -57,7 +57,7 @@ fn open(name: &str, mask: &mut c_int) -> Lib {
     let mut ctx = std::ptr::null_mut();
     // SAFETY: valid out-pointers.
     unsafe { (t.init)(&mut ctx, 0xbe4c, mask, c"bench".as_ptr(), 1, 2, 0, None) };
-    Lib { _lib: lib, t, ctx }
+    Lib { lib, t, ctx }
 }
 
 fn descr(kind: EventKind, parent: *mut c_void) -> v6::Descr {
@@ -154,6 +154,26 @@ fn process_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Share of one core the whole process used over `secs` while this thread sleeps.
+fn idle_percent(secs: u64) -> f64 {
+    let c0 = process_cpu_ns();
+    let w0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(secs));
+    let c1 = process_cpu_ns();
+    (c1 - c0) as f64 / w0.elapsed().as_nanos() as f64 * 100.0
+}
+
+/// `exampleProfilerStop()` of our plugin: the mask NCCL reads becomes 0.
+fn profiler_stop(l: &Lib) {
+    // SAFETY: the plugin's exported `int exampleProfilerStop(void)`.
+    let stop = unsafe {
+        l.lib
+            .get::<extern "C" fn() -> c_int>(b"exampleProfilerStop")
+    }
+    .unwrap();
+    stop();
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -201,13 +221,15 @@ fn main() {
     let prof = open("libnccl_profiler_ncclprof.so", &mut m2);
     if std::env::var_os("HOT_PATH_IDLE_ONLY").is_some() {
         std::thread::sleep(Duration::from_millis(500));
-        let c0 = process_cpu_ns();
-        let w0 = Instant::now();
-        std::thread::sleep(Duration::from_secs(5));
-        let c1 = process_cpu_ns();
         println!(
-            "idle-only (no viewer, no calls): plugin threads used {:.3}% of one core",
-            (c1 - c0) as f64 / w0.elapsed().as_nanos() as f64 * 100.0
+            "idle-only (no viewer, no calls, mask on): plugin threads used {:.3}% of one core",
+            idle_percent(5)
+        );
+        profiler_stop(&prof);
+        std::thread::sleep(Duration::from_millis(500));
+        println!(
+            "idle-only (no viewer, mask 0 by exampleProfilerStop): plugin threads used {:.3}% of one core",
+            idle_percent(5)
         );
         return;
     }
@@ -266,20 +288,22 @@ fn main() {
             ours - base
         );
     }
-    // Mask 0: NCCL makes no calls at all; what remains is the plugin's own idle threads, once
-    // the records of the bursts are settled (completion timeouts). Measured as the whole
-    // process's CPU clock (ns resolution; /proc ticks are 10 ms) while this thread sleeps: the
-    // plugin's threads plus the test viewer's receiver.
+    // No calls: what remains is the plugin's own idle threads, once the records of the bursts
+    // are settled (completion timeouts), first with the mask on (a job between iterations),
+    // then at 0 (NCCL makes no calls at all). Measured as the whole process's CPU clock (ns
+    // resolution; /proc ticks are 10 ms) while this thread sleeps: the plugin's threads plus
+    // the test viewer's receiver.
     std::thread::sleep(Duration::from_secs(3));
-    let c0 = process_cpu_ns();
-    let w0 = Instant::now();
-    std::thread::sleep(Duration::from_secs(5));
-    let c1 = process_cpu_ns();
     println!();
     println!(
-        "idle (mask 0, no calls, records settled): plugin threads + test viewer used {:.3}% of one core over {:.1} s",
-        (c1 - c0) as f64 / w0.elapsed().as_nanos() as f64 * 100.0,
-        w0.elapsed().as_secs_f64()
+        "idle (mask on, no calls, records settled): plugin threads + test viewer used {:.3}% of one core over 5 s",
+        idle_percent(5)
+    );
+    profiler_stop(&prof);
+    std::thread::sleep(Duration::from_millis(500));
+    println!(
+        "mask 0 (exampleProfilerStop, no calls): plugin threads + test viewer used {:.3}% of one core over 5 s",
+        idle_percent(5)
     );
     drop(viewer);
 }

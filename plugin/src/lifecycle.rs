@@ -262,6 +262,11 @@ pub(crate) fn profiler_start(mask: u32, name: *const c_char) {
         *p.dump_prefix.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
     }
     p.control.start(mask);
+    // The drain thread may be in its long masked-off wait; records follow at once now.
+    let to_drain = p.to_drain.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some(tx) = to_drain {
+        let _ = tx.send(stream::DrainMsg::Wake);
+    }
 }
 
 /// `exampleProfilerStop()`.

@@ -41,6 +41,8 @@ pub enum DrainMsg {
     MaskChanged(u32),
     /// Drain everything now and acknowledge (finalize).
     Flush(Sender<(Vec<EventRecord>, Counters)>, bool),
+    /// The application changed the mask (`exampleProfilerStart`): end an idle wait now.
+    Wake,
 }
 
 /// A frame for the sender thread.
@@ -492,6 +494,7 @@ impl Drain {
                     let _ = self.sender_slot.send((g, None));
                 }
             }
+            DrainMsg::Wake => {}
             DrainMsg::MaskChanged(req) => {
                 self.last_requested = req;
                 self.ack_pending = true;
@@ -586,6 +589,11 @@ impl Drain {
         // and a burst after idle (a new iteration) fills at most 10 ms of a ring before the
         // drain is back (65 536 slots last 13 ms of a 1 M events/s thread).
         let idle = Duration::from_millis(10).max(busy);
+        // With the mask at 0 NCCL makes no calls, so nothing can arrive but a few records of
+        // operations already in flight; every way the mask comes back (the viewer's SetMask
+        // through the link thread, `exampleProfilerStart`) sends a message, which ends the
+        // wait at once. 100 ms keeps the Counters/InFlight summaries on time (250 ms).
+        let masked_off = Duration::from_millis(100).max(busy);
         let mut empty_passes = 0u32;
         let mut behind = false;
         loop {
@@ -594,7 +602,11 @@ impl Drain {
                 // now, sleeping would turn a burst into ring-full drops.
                 Duration::ZERO
             } else if empty_passes.saturating_mul(self.p.config.drain_us as u32) > 100_000 {
-                idle
+                if self.p.control.in_force() == 0 {
+                    masked_off
+                } else {
+                    idle
+                }
             } else {
                 busy
             };
@@ -636,20 +648,22 @@ pub fn run_sender(
     slot: Receiver<(u64, Option<IpcBytesSender>)>,
 ) {
     let mut current: Option<(u64, IpcBytesSender)> = None;
+    // Blocks until a frame or a viewer change comes: an idle plugin's sender never wakes, and
+    // a departed viewer's channel is closed at once. Ends when the drain thread does (it holds
+    // the other ends).
     loop {
-        while let Ok((g, s)) = slot.try_recv() {
-            current = s.map(|s| (g, s));
-        }
-        let out = match frames.recv_timeout(Duration::from_millis(50)) {
-            Ok(o) => o,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                if p.shutting_down() {
-                    return;
-                }
+        let out = crossbeam_channel::select! {
+            recv(slot) -> msg => {
+                let Ok((g, s)) = msg else { return };
+                current = s.map(|s| (g, s));
                 continue;
             }
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+            recv(frames) -> msg => {
+                let Ok(out) = msg else { return };
+                out
+            }
         };
+        // A viewer change queued before this frame applies to it (its Hello follows `attach`).
         while let Ok((g, s)) = slot.try_recv() {
             current = s.map(|s| (g, s));
         }
