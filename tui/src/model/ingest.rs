@@ -242,6 +242,8 @@ fn ingest_events(store: &mut Store, proc: usize, recs: &[EventRecord]) {
     // (comm, rank) as recorded → lane index. The key derived from them depends only on the
     // process's comm table, which a batch of records does not change.
     let mut cached: Option<(u32, i32, usize)> = None;
+    // Lanes this batch pushed to: each is settled (late items sorted) once, at the end.
+    let mut touched: Vec<usize> = Vec::new();
     let (mut delta, mut n, mut t_min, mut t_max) = (0isize, 0usize, u64::MAX, 0u64);
     for r in recs {
         if resume != 0 && r.end_ns <= resume {
@@ -253,6 +255,7 @@ fn ingest_events(store: &mut Store, proc: usize, recs: &[EventRecord]) {
             _ => {
                 let li = store.lane_for(lane_key(store, proc, r));
                 cached = Some((r.comm, r.rank, li));
+                touched.push(li);
                 li
             }
         };
@@ -263,6 +266,11 @@ fn ingest_events(store: &mut Store, proc: usize, recs: &[EventRecord]) {
         }
         t_max = t_max.max(r.end_ns.max(r.start_ns));
     }
+    touched.sort_unstable();
+    touched.dedup();
+    for li in touched {
+        store.lanes[li].settle();
+    }
     store.note_many(delta, n, t_min, t_max);
     store.procs[proc].last_end = last;
 }
@@ -272,6 +280,7 @@ pub fn ingest_record(store: &mut Store, proc: usize, r: &EventRecord) {
     let key = lane_key(store, proc, r);
     let li = store.lane_for(key);
     let delta = push_record(&mut store.lanes[li], r);
+    store.lanes[li].settle();
     store.note(delta, r.start_ns, r.end_ns.max(r.start_ns));
 }
 
