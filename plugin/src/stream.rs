@@ -610,25 +610,16 @@ impl Drain {
             } else {
                 busy
             };
-            // Behind, only look: `recv_timeout` spins and then calls `sched_yield` several
-            // times before it reports a timeout, even a zero one, and each yield can hand
-            // the CPU to another runnable thread for a whole time slice while rings fill.
-            let wait = if period.is_zero() {
-                rx.try_recv().map_err(|e| match e {
-                    crossbeam_channel::TryRecvError::Empty => {
-                        crossbeam_channel::RecvTimeoutError::Timeout
-                    }
-                    crossbeam_channel::TryRecvError::Disconnected => {
-                        crossbeam_channel::RecvTimeoutError::Disconnected
-                    }
-                })
-            } else {
-                rx.recv_timeout(period)
-            };
-            match wait {
-                Ok(msg) => self.handle(msg),
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+            // Behind, only look (the `try_recv` loop below): `recv_timeout` spins and then
+            // calls `sched_yield` several times before it reports a timeout, even a zero one,
+            // and each yield can hand the CPU to another runnable thread for a whole time
+            // slice while rings fill.
+            if !period.is_zero() {
+                match rx.recv_timeout(period) {
+                    Ok(msg) => self.handle(msg),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+                }
             }
             while let Ok(msg) = rx.try_recv() {
                 self.handle(msg);
