@@ -19,6 +19,7 @@
 #![allow(clippy::collapsible_match)] // one arm per state reads better than match guards
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet};
+use smallvec::SmallVec;
 
 use ncclprof_shared::kind::{EventKind, state as st};
 use ncclprof_shared::record::*;
@@ -53,9 +54,10 @@ struct Open {
     last_activity: u64,
     /// ProxyOp: progressed (InProgress or a legacy state seen).
     progressed: bool,
-    /// ProxyOp: open steps (step index, id).
-    /// ProxyOp: open steps (step index, id). NCCL keeps at most 8; more are tracked too.
-    steps: Vec<(u32, u64)>,
+    /// ProxyOp: open steps (step index, id). NCCL keeps at most 8 (`NCCL_STEPS`), which fit
+    /// inline; more are tracked too, on the heap. Inline because a growing `Vec` cost four
+    /// allocations and a free per ProxyOp on the drain thread.
+    steps: SmallVec<[(u32, u64); 8]>,
     /// Coll/P2p: proxy steps done per channel (for the in-flight summary).
     steps_done: Option<Box<[u32; 64]>>,
     /// Passes since completion first looked possible.
@@ -78,7 +80,7 @@ impl Open {
             kernel_min: u64::MAX,
             last_activity: now,
             progressed: false,
-            steps: Vec::new(),
+            steps: SmallVec::new(),
             steps_done: None,
             quiet: 0,
         }
@@ -207,9 +209,10 @@ impl Completion {
         self.steps_open.remove(id).is_some() || self.table.remove(&id).is_some()
     }
 
-    /// Take the records completed so far.
-    pub fn take(&mut self, into: &mut Vec<EventRecord>) {
-        into.append(&mut self.out);
+    /// Take the records completed so far (the drain moves them straight into its history:
+    /// one copy per record, not two).
+    pub fn take(&mut self, into: &mut impl Extend<EventRecord>) {
+        into.extend(self.out.drain(..));
     }
 
     fn emit(&mut self, rec: EventRecord) {

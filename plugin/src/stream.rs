@@ -112,7 +112,6 @@ pub struct Drain {
     hello_pending: bool,
     meta_pending: bool,
     ack_pending: bool,
-    pending: Vec<EventRecord>,
     session: Option<Session>,
     frames: Sender<Outgoing>,
     /// Buffers of sent frames, back from the sender thread.
@@ -158,7 +157,6 @@ impl Drain {
             hello_pending: false,
             meta_pending: false,
             ack_pending: false,
-            pending: Vec::new(),
             session: None,
             frames,
             spare,
@@ -260,7 +258,7 @@ impl Drain {
         // child.
         let horizon = self.cal.to_ns(cut).min(monotonic_ns());
         self.completion.end_pass(horizon);
-        self.completion.take(&mut self.pending);
+        self.completion.take(&mut self.history);
         let n = items.len();
         self.items = items;
         Pass {
@@ -519,7 +517,7 @@ impl Drain {
                 }
                 if last {
                     self.completion.flush_open(monotonic_ns());
-                    self.completion.take(&mut self.pending);
+                    self.completion.take(&mut self.history);
                 }
                 self.publish(true);
                 let mut all: Vec<EventRecord> = self.history.iter().copied().collect();
@@ -538,9 +536,6 @@ impl Drain {
         if changes != self.mask_changes_seen {
             self.mask_changes_seen = changes;
             self.ack_pending = true;
-        }
-        if !self.pending.is_empty() {
-            self.history.extend(self.pending.drain(..));
         }
         let due = force || now.saturating_sub(self.last_events) >= EVENTS_EVERY_NS;
         if self.session.is_some() && due {
