@@ -68,6 +68,19 @@ fn descr(kind: EventKind, parent: *mut c_void) -> v6::Descr {
     d
 }
 
+/// A ProxyStep under a (fake) ProxyOp handle.
+fn step_descr() -> v6::Descr {
+    descr(EventKind::ProxyStep, 0x10 as *mut c_void)
+}
+
+/// A Coll with the strings NCCL passes (interned on the call).
+fn coll_descr() -> v6::Descr {
+    let mut d = descr(EventKind::Coll, std::ptr::null_mut());
+    d.u.coll.func = c"AllReduce".as_ptr();
+    d.u.coll.datatype = c"ncclFloat32".as_ptr();
+    d
+}
+
 const CALLS_PER_SEQ: u64 = 5;
 
 /// One burst of `n` step sequences; returns (elapsed, calls).
@@ -101,10 +114,8 @@ fn burst(l: &Lib, n: u64, d_step: &mut v6::Descr, d_coll: &mut v6::Descr) -> (Du
 
 /// ns per call over `bursts` paced bursts.
 fn measure(l: &Lib, bursts: u32) -> f64 {
-    let mut d_step = descr(EventKind::ProxyStep, 0x10 as *mut c_void);
-    let mut d_coll = descr(EventKind::Coll, std::ptr::null_mut());
-    d_coll.u.coll.func = c"AllReduce".as_ptr();
-    d_coll.u.coll.datatype = c"ncclFloat32".as_ptr();
+    let mut d_step = step_descr();
+    let mut d_coll = coll_descr();
     let (mut total, mut calls) = (Duration::ZERO, 0);
     for _ in 0..bursts {
         let (e, c) = burst(l, 400, &mut d_step, &mut d_coll);
@@ -115,10 +126,11 @@ fn measure(l: &Lib, bursts: u32) -> f64 {
     total.as_nanos() as f64 / calls as f64
 }
 
-/// ns per call of each call kind: N starts, then N of each state, then N stops.
-fn per_kind(l: &Lib, n: usize) -> [f64; 3] {
+/// ns per call of each call kind: N starts, then N of each state, then N stops, of the event
+/// `make` describes.
+fn per_kind(l: &Lib, n: usize, make: fn() -> v6::Descr) -> [f64; 3] {
     let t = l.t;
-    let mut d_step = descr(EventKind::ProxyStep, 0x10 as *mut c_void);
+    let mut d_step = make();
     let mut args = v4::StateArgs {
         trans_size: 1 << 20,
     };
@@ -265,28 +277,34 @@ fn main() {
     println!(
         "per call kind, ns per call (median of {rounds} alternated rounds of 2000 calls each)"
     );
-    println!("| call                | noop ns  | ncclprof | added ns |");
-    println!("|---------------------|----------|----------|----------|");
-    let (mut a, mut b) = (vec![Vec::new(); 3], vec![Vec::new(); 3]);
-    for _ in 0..rounds {
-        let x = per_kind(&noop, 2000);
-        std::thread::sleep(Duration::from_millis(5));
-        let y = per_kind(&prof, 2000);
-        std::thread::sleep(Duration::from_millis(5));
-        for i in 0..3 {
-            a[i].push(x[i]);
-            b[i].push(y[i]);
+    println!("| call                         | noop ns  | ncclprof | added ns |");
+    println!("|------------------------------|----------|----------|----------|");
+    for (event, make) in [
+        ("ProxyStep", step_descr as fn() -> v6::Descr),
+        ("Coll", coll_descr),
+    ] {
+        let (mut a, mut b) = (vec![Vec::new(); 3], vec![Vec::new(); 3]);
+        for _ in 0..rounds {
+            let x = per_kind(&noop, 2000, make);
+            std::thread::sleep(Duration::from_millis(5));
+            let y = per_kind(&prof, 2000, make);
+            std::thread::sleep(Duration::from_millis(5));
+            for i in 0..3 {
+                a[i].push(x[i]);
+                b[i].push(y[i]);
+            }
         }
-    }
-    for (i, name) in ["startEvent", "recordEventState", "stopEvent"]
-        .iter()
-        .enumerate()
-    {
-        let (base, ours) = (median(&mut a[i]), median(&mut b[i]));
-        println!(
-            "| {name:<19} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
-            ours - base
-        );
+        for (i, call) in ["startEvent", "recordEventState", "stopEvent"]
+            .iter()
+            .enumerate()
+        {
+            let name = format!("{call} ({event})");
+            let (base, ours) = (median(&mut a[i]), median(&mut b[i]));
+            println!(
+                "| {name:<28} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
+                ours - base
+            );
+        }
     }
     // No calls: what remains is the plugin's own idle threads, once the records of the bursts
     // are settled (completion timeouts), first with the mask on (a job between iterations),
