@@ -58,8 +58,13 @@ struct Open {
     /// inline; more are tracked too, on the heap. Inline because a growing `Vec` cost four
     /// allocations and a free per ProxyOp on the drain thread.
     steps: SmallVec<[(u32, u64); 8]>,
-    /// Coll/P2p: proxy steps done per channel (for the in-flight summary).
+    /// Coll/P2p: proxy steps done per channel by its ProxyOps that left the table (for the
+    /// in-flight summary, which adds those of its open ops).
     steps_done: Option<Box<[u32; 64]>>,
+    /// ProxyOp: its steps that stopped. Counted here, on the op the step's stop finds anyway,
+    /// and handed to the Coll/P2p once when the op leaves the table: one lookup per op
+    /// instead of one per step.
+    steps_finished: u32,
     /// Passes since completion first looked possible.
     quiet: u8,
 }
@@ -82,6 +87,7 @@ impl Open {
             progressed: false,
             steps: SmallVec::new(),
             steps_done: None,
+            steps_finished: 0,
             quiet: 0,
         }
     }
@@ -624,6 +630,7 @@ impl Completion {
                 if o.rec.p[4] != 0 {
                     child_start = o.rec.p[4];
                 }
+                self.op_left(&o);
                 if !o.progressed {
                     // Stopped without progress: still not holding the parent.
                     self.progress_parent(o.rec.parent, o.rec.flags, ns);
@@ -677,16 +684,22 @@ impl Completion {
             op.rec.p[3] += rec.p[4];
             let step = rec.p[0] as u32;
             op.steps.retain(|s| !(s.0 == step && s.1 == rec.id));
-            let (channel, coll) = (op.rec.sub, op.rec.parent);
-            let foreign = op.rec.flags & F_FOREIGN != 0;
-            if !foreign && let Some(c) = self.table.get_mut(&coll) {
-                let sd = c.steps_done.get_or_insert_with(|| Box::new([0; 64]));
-                sd[usize::from(channel) % 64] += 1;
-            }
+            op.steps_finished += 1;
         } else if rec.parent != 0 {
             rec.flags |= F_PARENT_UNKNOWN;
         }
         self.emit(rec);
+    }
+
+    /// A ProxyOp left the table: its finished steps now count on its Coll/P2p's channel.
+    fn op_left(&mut self, op: &Open) {
+        if op.steps_finished == 0 || op.rec.flags & F_FOREIGN != 0 {
+            return;
+        }
+        if let Some(c) = self.table.get_mut(&op.rec.parent) {
+            let sd = c.steps_done.get_or_insert_with(|| Box::new([0; 64]));
+            sd[usize::from(op.rec.sub) % 64] += op.steps_finished;
+        }
     }
 
     fn progress_parent(&mut self, parent: u64, flags: u16, ns: u64) {
@@ -878,6 +891,7 @@ impl Completion {
         for id in orphans {
             if let Some(mut o) = self.table.remove(&id) {
                 if o.rec.kind() == Some(EventKind::ProxyOp) {
+                    self.op_left(&o);
                     o.rec.flags |= F_NOT_NETWORK | F_END_UNKNOWN;
                     o.rec.end_ns = 0;
                     let (parent, flags) = (o.rec.parent, o.rec.flags);
@@ -909,6 +923,7 @@ impl Completion {
             .collect();
         for id in orphans {
             if let Some(mut o) = self.table.remove(&id) {
+                self.op_left(&o);
                 o.rec.flags |= F_NOT_NETWORK | F_END_UNKNOWN;
                 let (parent, flags) = (o.rec.parent, o.rec.flags);
                 self.emit(o.rec);
@@ -967,6 +982,24 @@ impl Completion {
                 }
             })
             .collect();
+        // Steps of ops still open count too: a hung collective shows how far each channel got.
+        let at: HashMap<u64, usize> = ops.iter().enumerate().map(|(i, o)| (o.id, i)).collect();
+        for o in self.table.values() {
+            if o.steps_finished == 0 || o.rec.flags & F_FOREIGN != 0 {
+                continue;
+            }
+            let Some(&i) = at.get(&o.rec.parent) else {
+                continue;
+            };
+            let coll = &mut ops[i];
+            if coll.steps_done.is_empty() {
+                coll.steps_done
+                    .resize(coll.n_channels.clamp(1, 64) as usize, 0);
+            }
+            if let Some(n) = coll.steps_done.get_mut(usize::from(o.rec.sub)) {
+                *n += o.steps_finished;
+            }
+        }
         let total = ops.len() as u32;
         ops.sort_unstable_by_key(|o| o.start_ns);
         ops.truncate(limit);
@@ -1059,6 +1092,59 @@ mod tests {
             c.take(&mut out);
             out
         }
+    }
+
+    #[test]
+    fn in_flight_counts_steps_per_channel_of_finished_and_open_ops() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let coll = f.id(EventKind::Coll);
+        f.push(
+            OP_START,
+            EventKind::Coll,
+            coll,
+            0,
+            0,
+            [7, 1024, 0, 4u64 << 32],
+        );
+        f.stop(EventKind::Coll, coll);
+        let op_on = |f: &mut Feed, channel: u64| {
+            let op = f.id(EventKind::ProxyOp);
+            let w = [0, channel | (1 << 8), 8, 0];
+            f.push(OP_START, EventKind::ProxyOp, op, coll, 0, w);
+            let s = st::PROXY_OP_IN_PROGRESS as u8;
+            f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+            op
+        };
+        // Channel 1: an op that finished its 3 steps and stopped. Channel 2: an op with 2
+        // steps done and one still open (the collective is in flight, perhaps hung there).
+        let done = op_on(&mut f, 1);
+        for s in 0..3 {
+            let id = f.step_start(done, s);
+            f.step_end(id);
+        }
+        f.stop(EventKind::ProxyOp, done);
+        let open = op_on(&mut f, 2);
+        for s in 0..2 {
+            let id = f.step_start(open, s);
+            f.step_end(id);
+        }
+        f.step_start(open, 2);
+        f.run(&mut c);
+        let inflight = c.in_flight(f.ts, 16);
+        assert_eq!(inflight.total, 1);
+        let o = &inflight.ops[0];
+        assert_eq!(o.id, coll);
+        assert_eq!(o.steps_done, vec![0, 3, 2, 0]);
+        // The open op finishing moves its steps onto the collective, counted once.
+        let last = handle::make(EventKind::ProxyStep, 3, f.seq);
+        f.step_end(last);
+        f.stop(EventKind::ProxyOp, open);
+        f.run(&mut c);
+        // (Still in flight: a collective completes after one quiet pass.)
+        let inflight = c.in_flight(f.ts, 16);
+        assert_eq!(inflight.total, 1);
+        assert_eq!(inflight.ops[0].steps_done, vec![0, 3, 3, 0]);
     }
 
     #[test]
