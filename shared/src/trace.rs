@@ -60,13 +60,27 @@ impl Process {
 
 /// One trace process: the records of one (process, communicator, rank).
 #[derive(Debug, Clone, Default)]
-pub struct Lane {
+pub struct Lane<R = Vec<(u32, EventRecord)>> {
     /// Index into the `procs` slice.
     pub proc: usize,
     pub comm: u32,
     pub rank: i32,
     /// (trace thread, record).
-    pub records: Vec<(u32, EventRecord)>,
+    pub records: R,
+}
+
+/// A lane's records, produced on demand. [`write`] walks them twice, once for the lane's
+/// thread names and once for its events, so a viewer's snapshot unpacks its store as it
+/// writes instead of holding a copy of it (104 B per event, three times the store itself).
+pub trait Records {
+    /// Call `f` with every record and its trace thread; stop at the first error.
+    fn each(&self, f: &mut dyn FnMut(u32, &EventRecord) -> io::Result<()>) -> io::Result<()>;
+}
+
+impl Records for Vec<(u32, EventRecord)> {
+    fn each(&self, f: &mut dyn FnMut(u32, &EventRecord) -> io::Result<()>) -> io::Result<()> {
+        self.iter().try_for_each(|(t, r)| f(*t, r))
+    }
 }
 
 /// Snapshot-wide figures for `otherData`.
@@ -119,7 +133,7 @@ fn thread_name(tid: u32) -> String {
     }
 }
 
-fn lane_title(p: &Process, lane: &Lane) -> String {
+fn lane_title<R>(p: &Process, lane: &Lane<R>) -> String {
     if lane.comm == u32::MAX {
         return format!("process · {} · pid {}", p.host, p.pid);
     }
@@ -144,11 +158,25 @@ fn js(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
+/// A JSON string literal, written without allocating where nothing needs escaping (names,
+/// datatypes: nearly always).
+struct Js<'a>(&'a str);
+
+impl std::fmt::Display for Js<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            write!(f, "\"{}\"", self.0)
+        } else {
+            f.write_str(&js(self.0))
+        }
+    }
+}
+
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-fn name_of(p: &Process, r: &EventRecord) -> String {
+fn name_of<'a>(p: &'a Process, r: &EventRecord) -> std::borrow::Cow<'a, str> {
     match r.kind() {
         Some(
             EventKind::Coll
@@ -156,9 +184,9 @@ fn name_of(p: &Process, r: &EventRecord) -> String {
             | EventKind::CeColl
             | EventKind::CollApi
             | EventKind::P2pApi,
-        ) => p.string(r.strings()[0]).to_string(),
-        Some(k) => k.name().to_string(),
-        None => format!("kind {}", r.kind),
+        ) => p.string(r.strings()[0]).into(),
+        Some(k) => k.name().into(),
+        None => format!("kind {}", r.kind).into(),
     }
 }
 
@@ -171,9 +199,9 @@ fn write_args(out: &mut impl Write, p: &Process, proc: usize, r: &EventRecord) -
             "\"SeqNum\":{},\"Count\":{},\"Datatype\":{},\"Algorithm\":{},\"Protocol\":{},\"nChannels\":{},\"nWarps\":{},\"Root\":{},\"EnqueueStopUs\":{},\"ExecStartUs\":{},",
             r.p[0],
             r.p[1],
-            js(p.string(s[1])),
-            js(p.string(s[2])),
-            js(p.string(s[3])),
+            Js(p.string(s[1])),
+            Js(p.string(s[2])),
+            Js(p.string(s[3])),
             r.sub,
             r.p[4],
             r.x,
@@ -185,7 +213,7 @@ fn write_args(out: &mut impl Write, p: &Process, proc: usize, r: &EventRecord) -
             "\"Peer\":{},\"Count\":{},\"Datatype\":{},\"nChannels\":{},\"EnqueueStopUs\":{},\"ExecStartUs\":{},",
             r.x,
             r.p[1],
-            js(p.string(s[1])),
+            Js(p.string(s[1])),
             r.sub,
             us(r.p[3]),
             us(r.p[5])
@@ -213,12 +241,12 @@ fn write_args(out: &mut impl Write, p: &Process, proc: usize, r: &EventRecord) -
                 r.p[0], r.sub, r.x, r.p[4]
             )?;
             for (ph, d) in r.step_phases() {
-                write!(out, "{}:{},", js(ph.name()), us(d))?;
+                write!(out, "{}:{},", Js(ph.name()), us(d))?;
             }
         }
         _ => {
             if s[0] != 0 {
-                write!(out, "\"func\":{},", js(p.string(s[0])))?;
+                write!(out, "\"func\":{},", Js(p.string(s[0])))?;
             }
         }
     }
@@ -288,10 +316,10 @@ fn other_data(procs: &[Process], totals: &Totals) -> serde_json::Value {
 }
 
 /// Write the snapshot. Returns the number of events written.
-pub fn write(
+pub fn write<R: Records>(
     out: &mut impl Write,
     procs: &[Process],
-    lanes: &[Lane],
+    lanes: &[Lane<R>],
     totals: &Totals,
 ) -> io::Result<u64> {
     out.write_all(b"{\"traceEvents\":[\n")?;
@@ -313,7 +341,7 @@ pub fn write(
         write!(
             out,
             "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{tpid},\"tid\":0,\"args\":{{\"name\":{}}}}}",
-            js(&lane_title(p, lane))
+            Js(&lane_title(p, lane))
         )?;
         sep(out)?;
         write!(
@@ -321,31 +349,34 @@ pub fn write(
             "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{tpid},\"tid\":0,\"args\":{{\"sort_index\":{}}}}}",
             lane.rank.max(0) as u64 * 1000 + li as u64
         )?;
-        let mut tids: Vec<u32> = lane.records.iter().map(|r| r.0).collect();
-        tids.sort_unstable();
-        tids.dedup();
+        let mut tids = std::collections::BTreeSet::new();
+        lane.records.each(&mut |t, _| {
+            tids.insert(t);
+            Ok(())
+        })?;
         for t in tids {
             sep(out)?;
             write!(
                 out,
                 "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{tpid},\"tid\":{t},\"args\":{{\"name\":{}}}}}",
-                js(&thread_name(t))
+                Js(&thread_name(t))
             )?;
         }
-        for (tid, r) in &lane.records {
+        lane.records.each(&mut |tid, r| {
             sep(out)?;
             let cat = r.kind().map_or("?", EventKind::name);
             write!(
                 out,
                 "{{\"ph\":\"X\",\"name\":{},\"cat\":\"{cat}\",\"pid\":{tpid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{",
-                js(&name_of(p, r)),
+                Js(&name_of(p, r)),
                 us(r.start_ns),
                 us(r.end_ns.saturating_sub(r.start_ns))
             )?;
             write_args(out, p, lane.proc, r)?;
             out.write_all(b"}}")?;
             n += 1;
-        }
+            Ok(())
+        })?;
     }
     out.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
     serde_json::to_writer(&mut *out, &other_data(procs, totals)).map_err(io::Error::other)?;
@@ -357,6 +388,72 @@ pub fn write(
 mod tests {
     use super::*;
     use crate::record::pack_strings;
+
+    #[test]
+    fn records_produced_on_demand_write_what_a_collected_lane_does() {
+        // A lane that builds each record as it is asked (the viewer's store unpacking).
+        struct Made(u64);
+        impl Records for Made {
+            fn each(
+                &self,
+                f: &mut dyn FnMut(u32, &EventRecord) -> io::Result<()>,
+            ) -> io::Result<()> {
+                for i in 0..self.0 {
+                    let r = made(i);
+                    f(tid_of(&r), &r)?;
+                }
+                Ok(())
+            }
+        }
+        fn made(i: u64) -> EventRecord {
+            EventRecord {
+                id: i + 1,
+                kind: if i.is_multiple_of(2) {
+                    EventKind::ProxyStep as u8
+                } else {
+                    EventKind::KernelCh as u8
+                },
+                sub: (i % 3) as u8,
+                start_ns: 1_000 * i,
+                end_ns: 1_000 * i + 500,
+                ..Default::default()
+            }
+        }
+        let p = Process::default();
+        fn lane<R>(records: R) -> Lane<R> {
+            Lane {
+                proc: 0,
+                comm: 0,
+                rank: 1,
+                records,
+            }
+        }
+        let collected: Vec<(u32, EventRecord)> =
+            (0..10).map(made).map(|r| (tid_of(&r), r)).collect();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let t = Totals::default();
+        assert_eq!(
+            write(&mut a, std::slice::from_ref(&p), &[lane(collected)], &t).unwrap(),
+            10
+        );
+        assert_eq!(write(&mut b, &[p], &[lane(Made(10))], &t).unwrap(), 10);
+        assert_eq!(a, b);
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        let names = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .count();
+        assert_eq!(names, 6, "3 step and 3 kernel channels, each named once");
+    }
+
+    #[test]
+    fn a_name_that_needs_escaping_is_escaped() {
+        assert_eq!(Js("plain").to_string(), "\"plain\"");
+        assert_eq!(Js("a\"b\\c\nd").to_string(), js("a\"b\\c\nd"));
+        assert_eq!(Js("µs · é").to_string(), js("µs · é"));
+    }
 
     #[test]
     fn valid_json_with_named_tracks_and_raw_records() {

@@ -433,6 +433,22 @@ fn main() {
         secs,
         peak_mib: peak,
     });
+    // What the disk alone costs for the same bytes: the write's floor.
+    let copy = dir.join("bench-snapshot-copy.json");
+    let ((), secs, peak) = step(|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&copy).expect("create");
+        f.write_all(&data).expect("write");
+        f.sync_all().expect("fsync");
+    });
+    rows.push(Row {
+        what: "baseline: `write_all` + `fsync` of the same bytes".into(),
+        events,
+        bytes,
+        secs,
+        peak_mib: peak,
+    });
+    let _ = std::fs::remove_file(&copy);
     let (n, secs, peak) = step(|| {
         let v: serde_json::Value = serde_json::from_slice(&data).expect("json");
         black_box(v["traceEvents"].as_array().map_or(0, Vec::len))
