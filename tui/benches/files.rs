@@ -412,6 +412,17 @@ fn main() {
         st.retained,
         t.elapsed().as_secs_f64()
     );
+    // The live viewer's `s` key first takes a copy of the store on the UI thread and writes
+    // that in the background while ingest goes on.
+    let (copy, secs, peak) = step(|| st.clone());
+    rows.push(Row {
+        what: "store copy for a live snapshot (`Store::clone`, UI thread)".into(),
+        events: copy.retained as u64,
+        bytes: copy.bytes as u64,
+        secs,
+        peak_mib: peak,
+    });
+    drop(copy);
     let snap = dir.join("bench-snapshot.json");
     let (summary, secs, peak) = step(|| snapshot::write(&st, &snap).expect("snapshot"));
     let events = summary.events;

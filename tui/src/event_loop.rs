@@ -94,7 +94,9 @@ impl Effects {
                         app.message = Some("a snapshot is already being written".into());
                         continue;
                     }
-                    // The copy is bounded by --max-memory; the viewer keeps ingesting meanwhile.
+                    // The copy shares every full chunk with the store (`store::Series`) and
+                    // copies only the newest chunk of each table; the viewer keeps ingesting
+                    // meanwhile, and chunks it evicts are freed when the snapshot is written.
                     let st = app.store.clone();
                     let (tx, rx) = crossbeam_channel::bounded(1);
                     let spawned = std::thread::Builder::new()

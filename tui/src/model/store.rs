@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 
 use ncclprof_shared::record::EventRecord;
 
@@ -147,9 +148,16 @@ const fn page_items<T>() -> usize {
 }
 
 /// A time-indexed table of one record type.
+///
+/// Only the newest chunk takes items. It is owned (`open`), so a push costs no atomic; the
+/// chunks before it never change again and are shared (`sealed`), so cloning a series, which
+/// the live viewer's snapshot does on the UI thread, copies at most one chunk's items.
 #[derive(Debug, Clone)]
 pub struct Series<T> {
-    chunks: VecDeque<Chunk<T>>,
+    /// Older chunks, oldest first: full, or superseded by a chunk with an earlier base.
+    sealed: VecDeque<Arc<Chunk<T>>>,
+    /// The newest chunk.
+    open: Option<Chunk<T>>,
     chunk_cap: usize,
     /// Allowance below a new chunk's first start for items that arrive slightly out of order.
     slack: u64,
@@ -162,7 +170,8 @@ pub struct Series<T> {
 impl<T: Timed> Series<T> {
     pub fn new(chunk_cap: usize, slack: u64) -> Self {
         Series {
-            chunks: VecDeque::new(),
+            sealed: VecDeque::new(),
+            open: None,
             chunk_cap,
             slack,
             len: 0,
@@ -191,7 +200,7 @@ impl<T: Timed> Series<T> {
     pub fn push(&mut self, start: u64, pack: impl Fn(u64) -> Option<T>) -> isize {
         let before = self.bytes;
         let mut item = None;
-        if let Some(c) = self.chunks.back()
+        if let Some(c) = &self.open
             && c.items.len() < self.chunk_cap
             && start >= c.base
         {
@@ -212,7 +221,7 @@ impl<T: Timed> Series<T> {
         };
         let size = std::mem::size_of::<T>();
         let chunk_cap = self.chunk_cap;
-        let Some(c) = self.chunks.back_mut() else {
+        let Some(c) = self.open.as_mut() else {
             return 0;
         };
         let (s, e) = (item.start(c.base), item.end(c.base));
@@ -260,7 +269,7 @@ impl<T: Timed> Series<T> {
     /// needs it: call after each batch of pushes.
     #[inline]
     pub fn settle(&mut self) {
-        if let Some(c) = self.chunks.back_mut()
+        if let Some(c) = self.open.as_mut()
             && c.unsorted_from.is_some()
         {
             c.settle();
@@ -269,7 +278,7 @@ impl<T: Timed> Series<T> {
 
     /// Whether every chunk is sorted (no `push` since the last `settle` was out of order).
     pub fn is_settled(&self) -> bool {
-        self.chunks.back().is_none_or(|c| c.unsorted_from.is_none())
+        self.open.as_ref().is_none_or(|c| c.unsorted_from.is_none())
     }
 
     #[cold]
@@ -279,7 +288,11 @@ impl<T: Timed> Series<T> {
         } else {
             (self.chunk_cap.min(64), self.chunk_cap.min(64))
         };
-        self.chunks.push_back(Chunk {
+        debug_assert!(self.is_settled(), "a chunk sealed unsorted");
+        if let Some(full) = self.open.take() {
+            self.sealed.push_back(Arc::new(full));
+        }
+        self.open = Some(Chunk {
             base,
             min_start: u64::MAX,
             max_end: 0,
@@ -293,27 +306,34 @@ impl<T: Timed> Series<T> {
 
     /// Start of the oldest chunk, if any.
     pub fn oldest(&self) -> Option<u64> {
-        self.chunks.front().map(|c| c.min_start)
+        self.chunks().next().map(|c| c.min_start)
     }
 
-    /// Drop the oldest chunk: (items, bytes) freed.
+    /// Drop the oldest chunk: (items, bytes) freed. (A chunk a snapshot still holds is freed
+    /// when that snapshot is written.)
     pub fn evict_oldest(&mut self) -> (usize, usize) {
-        match self.chunks.pop_front() {
-            Some(c) => {
-                let b = c.acct * std::mem::size_of::<T>();
-                self.len -= c.items.len();
-                self.bytes -= b;
-                (c.items.len(), b)
-            }
-            None => (0, 0),
-        }
+        let (items, acct) = match self.sealed.pop_front() {
+            Some(c) => (c.items.len(), c.acct),
+            None => match self.open.take() {
+                Some(c) => (c.items.len(), c.acct),
+                None => return (0, 0),
+            },
+        };
+        let b = acct * std::mem::size_of::<T>();
+        self.len -= items;
+        self.bytes -= b;
+        (items, b)
+    }
+
+    /// Every chunk, oldest first.
+    fn chunks(&self) -> impl DoubleEndedIterator<Item = &Chunk<T>> + '_ {
+        self.sealed.iter().map(|c| &**c).chain(self.open.iter())
     }
 
     /// Items overlapping `[from, to]`, with their chunk base, roughly in start order.
     pub fn window(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, &T)> + '_ {
         debug_assert!(self.is_settled(), "Series read before settle()");
-        self.chunks
-            .iter()
+        self.chunks()
             .filter(move |c| c.min_start <= to && c.max_end >= from)
             .flat_map(move |c| {
                 let lo_t = from.saturating_sub(c.max_dur);
@@ -332,8 +352,7 @@ impl<T: Timed> Series<T> {
     pub fn window_sampled(&self, from: u64, to: u64, cell: u64, mut f: impl FnMut(u64, &T)) {
         debug_assert!(self.is_settled(), "Series read before settle()");
         for c in self
-            .chunks
-            .iter()
+            .chunks()
             .filter(|c| c.min_start <= to && c.max_end >= from)
         {
             let lo_t = from.saturating_sub(c.max_dur);
@@ -358,8 +377,7 @@ impl<T: Timed> Series<T> {
     /// Roughly how many items overlap the window (from the chunks' indexes; no scan).
     pub fn count_in(&self, from: u64, to: u64) -> usize {
         debug_assert!(self.is_settled(), "Series read before settle()");
-        self.chunks
-            .iter()
+        self.chunks()
             .filter(|c| c.min_start <= to && c.max_end >= from)
             .map(|c| {
                 let lo_t = from.saturating_sub(c.max_dur);
@@ -375,8 +393,7 @@ impl<T: Timed> Series<T> {
         debug_assert!(self.is_settled(), "Series read before settle()");
         let stride = stride.max(1);
         for c in self
-            .chunks
-            .iter()
+            .chunks()
             .filter(|c| c.min_start <= to && c.max_end >= from)
         {
             let lo_t = from.saturating_sub(c.max_dur);
@@ -393,8 +410,7 @@ impl<T: Timed> Series<T> {
     /// Every item, oldest chunk first.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> + '_ {
         debug_assert!(self.is_settled(), "Series read before settle()");
-        self.chunks
-            .iter()
+        self.chunks()
             .flat_map(|c| c.items.iter().map(move |x| (c.base, x)))
     }
 
@@ -403,7 +419,7 @@ impl<T: Timed> Series<T> {
         debug_assert!(self.is_settled(), "Series read before settle()");
         let mut left = n;
         let mut picked = Vec::new();
-        for c in self.chunks.iter().rev() {
+        for c in self.chunks().rev() {
             if left == 0 {
                 break;
             }
@@ -419,8 +435,8 @@ impl<T: Timed> Series<T> {
 
     /// Time range covered.
     pub fn span(&self) -> Option<(u64, u64)> {
-        let lo = self.chunks.iter().map(|c| c.min_start).min()?;
-        let hi = self.chunks.iter().map(|c| c.max_end).max()?;
+        let lo = self.chunks().map(|c| c.min_start).min()?;
+        let hi = self.chunks().map(|c| c.max_end).max()?;
         Some((lo, hi))
     }
 }
@@ -1162,8 +1178,8 @@ mod tests {
         }
         s.settle();
         assert_eq!(s.len(), 5000);
-        assert!(s.chunks.len() >= 5);
-        for c in &s.chunks {
+        assert!(s.chunks().count() >= 5);
+        for c in s.chunks() {
             assert!(c.unsorted_from.is_none());
             assert!(
                 c.items
@@ -1171,6 +1187,40 @@ mod tests {
                     .all(|w| w[0].start(c.base) <= w[1].start(c.base))
             );
         }
+    }
+
+    /// A copy (the live snapshot's) shares the sealed chunks and keeps what it saw: pushes
+    /// into the original's open chunk and new chunks, and evictions, do not reach it.
+    #[test]
+    fn a_copy_shares_sealed_chunks_and_keeps_what_it_saw() {
+        let mut s: Series<Step> = Series::new(1024, 1 << 29);
+        let t = |i: u64| 1_000_000_000 + i * 1_000;
+        for i in 0..2500u64 {
+            let r = step(t(i), i);
+            s.push(t(i), |b| Step::pack(&r, b));
+        }
+        s.settle();
+        let copy = s.clone();
+        assert!(
+            Arc::ptr_eq(&s.sealed[0], &copy.sealed[0]),
+            "sealed chunks are shared"
+        );
+        let seen: Vec<u64> = copy.iter().map(|(b, x)| x.start(b)).collect();
+        assert_eq!(seen.len(), 2500);
+        for i in 2500..4000u64 {
+            let r = step(t(i), i);
+            s.push(t(i), |b| Step::pack(&r, b));
+        }
+        s.settle();
+        s.evict_oldest();
+        assert_eq!(s.len(), 4000 - 1024);
+        assert_eq!(copy.len(), 2500);
+        let after: Vec<u64> = copy.iter().map(|(b, x)| x.start(b)).collect();
+        assert_eq!(after, seen);
+        assert_eq!(copy.span(), Some((t(0), t(2499) + 2499)));
+        // The original goes on as if never copied.
+        let all: Vec<u64> = s.iter().map(|(b, x)| x.start(b)).collect();
+        assert_eq!(all, (1024..4000).map(t).collect::<Vec<_>>());
     }
 
     /// The byte accounting follows the chunk growth schedule: capacity doubling from 64 items
