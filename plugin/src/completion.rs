@@ -1017,7 +1017,9 @@ impl Completion {
                 coll.steps_done
                     .resize(coll.n_channels.clamp(1, 64) as usize, 0);
             }
-            if let Some(n) = coll.steps_done.get_mut(usize::from(o.rec.sub)) {
+            // (Channel index as `op_left` counts it, so an op's steps stay on one channel
+            // when it stops.)
+            if let Some(n) = coll.steps_done.get_mut(usize::from(o.rec.sub) % 64) {
                 *n += o.steps_finished;
             }
         }
@@ -1157,15 +1159,25 @@ mod tests {
         let o = &inflight.ops[0];
         assert_eq!(o.id, coll);
         assert_eq!(o.steps_done, vec![0, 3, 2, 0]);
+        // An op on channel 66 (beyond 64: bad input, or a future NCCL) counts on channel 2 the
+        // same way while open and once stopped.
+        let odd = op_on(&mut f, 66);
+        let id = f.step_start(odd, 0);
+        f.step_end(id);
+        f.run(&mut c);
+        assert_eq!(c.in_flight(f.ts, 16).ops[0].steps_done, vec![0, 3, 3, 0]);
+        f.stop(EventKind::ProxyOp, odd);
+        f.run(&mut c);
+        assert_eq!(c.in_flight(f.ts, 16).ops[0].steps_done, vec![0, 3, 3, 0]);
         // The open op finishing moves its steps onto the collective, counted once.
-        let last = handle::make(EventKind::ProxyStep, 3, f.seq);
+        let last = handle::make(EventKind::ProxyStep, 3, f.seq - 2);
         f.step_end(last);
         f.stop(EventKind::ProxyOp, open);
         f.run(&mut c);
         // (Still in flight: a collective completes after one quiet pass.)
         let inflight = c.in_flight(f.ts, 16);
         assert_eq!(inflight.total, 1);
-        assert_eq!(inflight.ops[0].steps_done, vec![0, 3, 3, 0]);
+        assert_eq!(inflight.ops[0].steps_done, vec![0, 3, 4, 0]);
     }
 
     #[test]
