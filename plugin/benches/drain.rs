@@ -1,8 +1,11 @@
 //! Drain-side throughput: raw records per second that `completion` turns into completed
 //! events, for the step-heavy mix a proxy thread produces (Coll → 8 ProxyOps → 8 steps each,
-//! every step start + 3 states + stop, 8 KernelCh). Single thread, as in the plugin.
+//! every step start + 3 states + stop, 8 KernelCh), from one proxy thread's ring and from
+//! four (each pass holds every ring's share, as the drain reads them). Single thread, as in
+//! the plugin.
 //!
-//! Run: `cargo bench -p ncclprof-plugin --bench drain`
+//! Run: `cargo bench -p ncclprof-plugin --bench drain` (`DRAIN_RINGS=1` or `4` for one
+//! configuration, `DRAIN_PASS` records per pass, default 65 536).
 
 use std::time::Instant;
 
@@ -16,11 +19,31 @@ fn main() {
         println!("drain: bench");
         return;
     }
-    let mut seq = 0u64;
+    // `DRAIN_RINGS=4` runs one configuration only (e.g. under callgrind).
+    let rings: Vec<u32> = std::env::var("DRAIN_RINGS").map_or_else(
+        |_| vec![1, 4],
+        |v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+    );
+    for r in rings {
+        run(r.max(1));
+    }
+}
+
+/// Records per drain pass: about what the plugin's drain reads per pass when it runs behind at
+/// 2-4 M events/s (at most 128 Ki). A pass opens every step started in it at once unless steps
+/// are taken in ring order (see `Completion::pass`).
+const PASS: usize = 65_536;
+
+/// `rings` proxy threads' records, each ring's in its own blocks of a pass as the drain reads
+/// them (ring 0's share, then ring 1's, …).
+fn run(rings: u32) {
+    let mut seq = vec![0u64; rings as usize];
     let ts = std::cell::Cell::new(1_000_000u64);
+    let ring = std::cell::Cell::new(0u32);
     let mut id = |k: EventKind| {
-        seq += 1;
-        handle::make(k, 0, seq)
+        let r = ring.get();
+        seq[r as usize] += 1;
+        handle::make(k, r, seq[r as usize])
     };
     // Build one collective's worth of records.
     let mut one_coll = |items: &mut Vec<Item>| {
@@ -101,24 +124,48 @@ fn main() {
     let mut out = Vec::new();
     let mut best = 0.0f64;
     for round in 0..5 {
-        let mut items = Vec::new();
-        for _ in 0..2000 {
-            one_coll(&mut items);
+        // Each ring's records, then passes of `PASS` records made of each ring's next share.
+        let mut per_ring: Vec<Vec<Item>> = Vec::new();
+        for r in 0..rings {
+            ring.set(r);
+            let mut items = Vec::new();
+            for _ in 0..2000 / rings {
+                one_coll(&mut items);
+            }
+            per_ring.push(items);
         }
+        let pass_records = std::env::var("DRAIN_PASS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(PASS);
+        let share = pass_records / rings as usize;
+        let mut passes: Vec<Vec<Item>> = Vec::new();
+        let mut at = 0;
+        while per_ring.iter().any(|v| at < v.len()) {
+            let mut pass = Vec::with_capacity(pass_records);
+            for v in &per_ring {
+                pass.extend_from_slice(&v[at.min(v.len())..(at + share).min(v.len())]);
+            }
+            passes.push(pass);
+            at += share;
+        }
+        let n: usize = passes.iter().map(Vec::len).sum();
         let t0 = Instant::now();
-        for chunk in items.chunks(4096) {
-            c.pass(chunk, true);
+        for pass in &passes {
+            c.pass_known(pass, true, false); // as the drain calls it: no NetPlugin here
             c.end_pass(ts.get());
             c.take(&mut out);
             out.clear();
         }
-        let rate = items.len() as f64 / t0.elapsed().as_secs_f64();
+        let rate = n as f64 / t0.elapsed().as_secs_f64();
         best = best.max(rate);
         println!(
-            "round {round}: {:.2} M raw records/s ({} records)",
-            rate / 1e6,
-            items.len()
+            "{rings} ring(s), round {round}: {:.2} M raw records/s ({n} records)",
+            rate / 1e6
         );
     }
-    println!("drain: best {:.2} M raw records/s", best / 1e6);
+    println!(
+        "drain, {rings} ring(s): best {:.2} M raw records/s",
+        best / 1e6
+    );
 }

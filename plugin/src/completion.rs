@@ -230,16 +230,41 @@ impl Completion {
 
     /// One drain pass over the records read from all rings: first every start (records
     /// deferred by the previous pass first), then every state and stop.
+    ///
+    /// ProxySteps, most records, are the exception when no NetPlugin event is in the pass:
+    /// their starts are taken with their states and stops, in ring order. A step's parent
+    /// ProxyOp is on the same thread, so it started earlier in phase A (or an earlier pass)
+    /// and stops after its steps; only a NetPlugin child, possibly on another thread, needs
+    /// its step open before phase B. Started in phase A, every step of the pass was open at
+    /// once: thousands, which with several rings collided in `steps_open`'s direct-mapped
+    /// slots and went to the hash table (with 4 producer threads, more than one step in
+    /// eight).
     pub fn pass(&mut self, items: &[Item], kernel_on: bool) {
+        let net = items
+            .iter()
+            .any(|i| i.raw.kind == EventKind::NetPlugin as u8);
+        self.pass_known(items, kernel_on, net);
+    }
+
+    /// [`Completion::pass`] for a caller that knows whether `items` hold a NetPlugin record:
+    /// the drain notes it while it reads the rings, which spares a scan of the whole pass (a
+    /// pass can be megabytes).
+    pub fn pass_known(&mut self, items: &[Item], kernel_on: bool, net_in_items: bool) {
         let mut carried = std::mem::take(&mut self.deferred);
         self.deferred_ids.clear();
+        let step = EventKind::ProxyStep as u8;
+        let steps_in_order = !net_in_items
+            && !carried
+                .iter()
+                .any(|i| i.raw.kind == EventKind::NetPlugin as u8);
+        let early = |i: &&Item| i.raw.op == OP_START && !(steps_in_order && i.raw.kind == step);
         // Parents were captured before their children (one invariant clock for all threads):
         // time order lets a deferred child find a parent deferred in the same pass.
         carried.sort_by_key(|i| i.raw.ts);
         // New starts first: a deferred child's parent may be among them (it sat beyond the
         // previous snapshot). A new record whose parent is itself deferred is deferred in turn
         // and finds it next pass.
-        for it in items.iter().filter(|i| i.raw.op == OP_START) {
+        for it in items.iter().filter(early) {
             self.start(it, kernel_on, false);
         }
         let mut carried_starts = false;
@@ -266,11 +291,15 @@ impl Completion {
         for it in carried.iter().filter(|i| i.raw.op != OP_START) {
             self.state_or_stop(it, true);
         }
-        for it in items.iter().filter(|i| i.raw.op != OP_START) {
+        for it in items.iter().filter(|i| !early(i)) {
+            let r = &it.raw;
+            if r.op == OP_START {
+                self.start(it, kernel_on, false); // a step, in ring order (see above)
+                continue;
+            }
             // Most records are a state of an open step: handled here, without the general
             // path's call (its prologue alone was a tenth of the instructions per record).
-            let r = &it.raw;
-            if r.kind == EventKind::ProxyStep as u8
+            if r.kind == step
                 && (self.deferred_ids.is_empty() || !self.deferred_ids.contains(&r.id))
             {
                 if r.op == OP_STATE
@@ -1178,6 +1207,66 @@ mod tests {
         let inflight = c.in_flight(f.ts, 16);
         assert_eq!(inflight.total, 1);
         assert_eq!(inflight.ops[0].steps_done, vec![0, 3, 4, 0]);
+    }
+
+    /// Four proxy threads' rings in one big pass (each ring's records in a block, as the drain
+    /// reads them), more steps than `steps_open` has slots: every step completes, linked to
+    /// its op, and none is left open.
+    #[test]
+    fn steps_of_several_rings_in_one_pass_all_complete_linked() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut items = Vec::new();
+        let mut ts = 1_000_000u64;
+        let mut push = |op: u8, kind: EventKind, id: u64, parent: u64, state: u8, w| {
+            ts += 10;
+            let raw = Raw {
+                ts,
+                id,
+                parent,
+                op,
+                kind: kind as u8,
+                state,
+                w,
+                ..Raw::default()
+            };
+            items.push(Item {
+                raw,
+                ns: ts,
+                rank: 0,
+            });
+        };
+        let steps_per_ring = 6_000u64;
+        for ring in 0..4u32 {
+            let op = handle::make(EventKind::ProxyOp, ring, 1);
+            push(OP_START, EventKind::ProxyOp, op, 0, 0, [0, 1 << 8, 8, 0]);
+            let s = st::PROXY_OP_IN_PROGRESS as u8;
+            push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+            for i in 0..steps_per_ring {
+                let id = handle::make(EventKind::ProxyStep, ring, 2 + i);
+                push(OP_START, EventKind::ProxyStep, id, op, 0, [i, 0, 0, 0]);
+                let s = st::PROXY_STEP_SEND_WAIT as u8;
+                push(OP_STATE, EventKind::ProxyStep, id, 4096, s, [0; 4]);
+                push(OP_STOP, EventKind::ProxyStep, id, 0, 0, [0; 4]);
+            }
+            push(OP_STOP, EventKind::ProxyOp, op, 0, 0, [0; 4]);
+        }
+        c.pass(&items, false);
+        c.end_pass(ts);
+        let mut out = Vec::new();
+        c.take(&mut out);
+        let steps: Vec<&EventRecord> = out
+            .iter()
+            .filter(|r| r.kind == EventKind::ProxyStep as u8)
+            .collect();
+        assert_eq!(steps.len() as u64, 4 * steps_per_ring);
+        assert!(
+            steps
+                .iter()
+                .all(|r| r.has(F_END_KNOWN) && !r.has(F_PARENT_UNKNOWN))
+        );
+        assert!(steps.iter().all(|r| r.p[4] == 4096 && r.has(F_SEND)));
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+        assert_eq!(c.open_events(), 0);
     }
 
     #[test]

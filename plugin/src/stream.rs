@@ -226,6 +226,7 @@ impl Drain {
             .map(|(ring, t, _)| ring.get(t + share - 1).ts)
             .min();
         let cut = share_cut.unwrap_or(u64::MAX).min(snapshot_ts);
+        let mut net_plugin = false;
         for (ring, t, h) in ranges.iter_mut() {
             let mut i = *t;
             while i < *h {
@@ -238,6 +239,7 @@ impl Drain {
                     .get(raw.ctx)
                     .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
                 raw.ctx = p.contexts.wire_id(raw.ctx);
+                net_plugin |= raw.kind == EventKind::NetPlugin as u8;
                 items.push(Item {
                     ns: self.cal.to_ns(raw.ts),
                     raw,
@@ -247,7 +249,7 @@ impl Drain {
             }
             *h = i;
         }
-        self.completion.pass(&items, kernel_on);
+        self.completion.pass_known(&items, kernel_on, net_plugin);
         for &(ring, _, end) in &ranges {
             ring.release(end);
             p.rings.recycle_if_retired(ring);
