@@ -101,6 +101,12 @@ pub struct Item {
     pub rank: i32,
 }
 
+fn holds_net_plugin(items: &[Item]) -> bool {
+    items
+        .iter()
+        .any(|i| i.raw.kind == EventKind::NetPlugin as u8)
+}
+
 fn is_container(k: EventKind) -> bool {
     matches!(
         k,
@@ -240,10 +246,7 @@ impl Completion {
     /// slots and went to the hash table (with 4 producer threads, more than one step in
     /// eight).
     pub fn pass(&mut self, items: &[Item], kernel_on: bool) {
-        let net = items
-            .iter()
-            .any(|i| i.raw.kind == EventKind::NetPlugin as u8);
-        self.pass_known(items, kernel_on, net);
+        self.pass_known(items, kernel_on, holds_net_plugin(items));
     }
 
     /// [`Completion::pass`] for a caller that knows whether `items` hold a NetPlugin record:
@@ -253,10 +256,7 @@ impl Completion {
         let mut carried = std::mem::take(&mut self.deferred);
         self.deferred_ids.clear();
         let step = EventKind::ProxyStep as u8;
-        let steps_in_order = !net_in_items
-            && !carried
-                .iter()
-                .any(|i| i.raw.kind == EventKind::NetPlugin as u8);
+        let steps_in_order = !net_in_items && !holds_net_plugin(&carried);
         let early = |i: &&Item| i.raw.op == OP_START && !(steps_in_order && i.raw.kind == step);
         // Parents were captured before their children (one invariant clock for all threads):
         // time order lets a deferred child find a parent deferred in the same pass.

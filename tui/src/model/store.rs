@@ -213,8 +213,6 @@ impl<T: Timed> Series<T> {
                 let Some(i) = pack(base) else {
                     return 0;
                 };
-                // Only the newest chunk takes items, so only it can be unsorted.
-                self.settle();
                 self.new_chunk(base);
                 i
             }
@@ -269,9 +267,7 @@ impl<T: Timed> Series<T> {
     /// needs it: call after each batch of pushes.
     #[inline]
     pub fn settle(&mut self) {
-        if let Some(c) = self.open.as_mut()
-            && c.unsorted_from.is_some()
-        {
+        if let Some(c) = self.open.as_mut() {
             c.settle();
         }
     }
@@ -288,8 +284,9 @@ impl<T: Timed> Series<T> {
         } else {
             (self.chunk_cap.min(64), self.chunk_cap.min(64))
         };
-        debug_assert!(self.is_settled(), "a chunk sealed unsorted");
-        if let Some(full) = self.open.take() {
+        // Only the open chunk takes items, so only it can be unsorted: sorted as it is sealed.
+        if let Some(mut full) = self.open.take() {
+            full.settle();
             self.sealed.push_back(Arc::new(full));
         }
         self.open = Some(Chunk {
