@@ -5,6 +5,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use ncclprof_shared::wire::DropReason;
+
 use crate::abi::NcclLogger;
 use crate::{Plugin, config, context, control, guard, intern, link, nccl_log, ring, stream};
 
@@ -238,6 +240,22 @@ pub fn finalize(ctx: *mut c_void) {
         .saturating_sub(1);
     if left == 0 {
         let history = flush(p, true, Duration::from_millis(200));
+        let (text, lost) = match &history {
+            Some((_, c)) => loss_summary(&p.config, Some(c.completed.iter().sum()), &c.dropped, 0),
+            // The drain did not answer in time (far behind, or gone): what NCCL's threads
+            // counted themselves, and how much was still unread.
+            None => loss_summary(
+                &p.config,
+                None,
+                &stream::drops_outside_completion(p),
+                p.rings.unread(),
+            ),
+        };
+        if lost {
+            nccl_log::warn(&text);
+        } else {
+            nccl_log::info(&text);
+        }
         let prefix = p
             .dump_prefix
             .lock()
@@ -251,6 +269,60 @@ pub fn finalize(ctx: *mut c_void) {
             }
         }
     }
+}
+
+/// The line the last `finalize` logs: what was recorded and what was lost, by reason, with
+/// the knob that avoids each loss at its current value, so that a job run without a viewer
+/// still says whether its profile is complete. `completed` is `None` when the drain thread
+/// did not answer the final flush in time; `unread` is then what it had not read yet.
+///
+/// True where data was lost to the profiler's own limits (logged as a warning, which NCCL
+/// shows only with `NCCL_DEBUG=WARN` or more): every reason but those describing NCCL's
+/// handles (unknown, abandoned, a newer API's type), and an unread backlog.
+pub fn loss_summary(
+    c: &config::Config,
+    completed: Option<u64>,
+    dropped: &[u64],
+    unread: u64,
+) -> (String, bool) {
+    let mut parts = Vec::new();
+    let mut lost = unread > 0;
+    for r in DropReason::ALL {
+        let n = dropped.get(r as usize).copied().unwrap_or(0);
+        if n == 0 {
+            continue;
+        }
+        let knob = match r {
+            DropReason::RingFull => Some(("NCCLPROF_RING_EVENTS", c.ring_events)),
+            DropReason::NoRing => Some(("NCCLPROF_MAX_THREADS", c.max_threads)),
+            DropReason::TableFull => Some(("NCCLPROF_MAX_OPEN", c.max_open)),
+            _ => None,
+        };
+        let hint = match (knob, r.remedy()) {
+            (Some((var, now)), _) => format!(" ({var} is {now}: raise it)"),
+            (None, Some(remedy)) => format!(" ({remedy})"),
+            (None, None) => String::new(),
+        };
+        lost |= !matches!(
+            r,
+            DropReason::UnknownHandle | DropReason::Abandoned | DropReason::UnknownType
+        );
+        parts.push(format!("{} {n}{hint}", r.name()));
+    }
+    let total: u64 = dropped.iter().sum();
+    let drops = if total == 0 {
+        "no records dropped".to_string()
+    } else {
+        format!("{total} records dropped: {}", parts.join(", "))
+    };
+    let text = match completed {
+        Some(n) => format!("{n} events recorded since start, {drops}"),
+        None => format!(
+            "the drain thread had not caught up when the last finalize stopped waiting \
+             ({unread} records unread, not counted here); so far {drops}"
+        ),
+    };
+    (text, lost)
 }
 
 /// `exampleProfilerStart(mask, name)`.
@@ -273,5 +345,65 @@ pub(crate) fn profiler_start(mask: u32, name: *const c_char) {
 pub fn profiler_stop() {
     if let Some(p) = crate::plugin() {
         p.control.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dropped(by: &[(DropReason, u64)]) -> Vec<u64> {
+        let mut d = vec![0; DropReason::COUNT];
+        for &(r, n) in by {
+            d[r as usize] = n;
+        }
+        d
+    }
+
+    #[test]
+    fn the_finalize_summary_counts_every_loss_and_names_the_knob_at_its_value() {
+        let mut cfg = config::Config::from_env();
+        cfg.ring_events = 1024;
+        let (text, lost) = loss_summary(&cfg, Some(42), &dropped(&[]), 0);
+        assert_eq!(text, "42 events recorded since start, no records dropped");
+        assert!(!lost);
+
+        let (text, lost) = loss_summary(
+            &cfg,
+            Some(42),
+            &dropped(&[(DropReason::RingFull, 7), (DropReason::ViewerSlow, 3)]),
+            0,
+        );
+        assert_eq!(
+            text,
+            "42 events recorded since start, 10 records dropped: ring full 7 \
+             (NCCLPROF_RING_EVENTS is 1024: raise it), viewer slow 3 (narrow the mask, or \
+             raise NCCLPROF_HISTORY_EVENTS)"
+        );
+        assert!(lost);
+
+        // NCCL's own handles (abandoned steps, handles it never got from us) are reported,
+        // not warned about: they are normal life, not the profiler's limits.
+        let (text, lost) = loss_summary(
+            &cfg,
+            Some(42),
+            &dropped(&[(DropReason::Abandoned, 5), (DropReason::UnknownHandle, 1)]),
+            0,
+        );
+        assert_eq!(
+            text,
+            "42 events recorded since start, 6 records dropped: unknown handle 1, abandoned 5"
+        );
+        assert!(!lost);
+
+        // The drain did not answer the final flush: NCCL's threads' own counts, and the
+        // backlog, which is a loss for this profile.
+        let (text, lost) = loss_summary(&cfg, None, &dropped(&[]), 900);
+        assert_eq!(
+            text,
+            "the drain thread had not caught up when the last finalize stopped waiting \
+             (900 records unread, not counted here); so far no records dropped"
+        );
+        assert!(lost);
     }
 }

@@ -251,6 +251,17 @@ impl RingPool {
         }
     }
 
+    /// Records published and not yet read by the drain, over all rings.
+    pub fn unread(&self) -> u64 {
+        self.rings
+            .iter()
+            .map(|r| {
+                let (t, h) = r.readable();
+                h.saturating_sub(t)
+            })
+            .sum()
+    }
+
     /// Rings currently owned or waiting to be emptied.
     pub fn in_use(&self) -> u32 {
         self.rings.iter().filter(|r| r.is_active()).count() as u32

@@ -135,6 +135,23 @@ pub struct Drain {
     ranges: Vec<(&'static Ring, u64, u64)>,
 }
 
+/// Drops counted outside completion, by [`DropReason`] index: on NCCL's threads (full ring,
+/// no ring, strings, unknown types) and by the sender (viewer slow). Readable from any thread,
+/// so `finalize` can report them when the drain thread is behind.
+pub fn drops_outside_completion(p: &Plugin) -> [u64; DropReason::COUNT] {
+    let mut dropped = [0; DropReason::COUNT];
+    for k in 0..EventKind::COUNT {
+        dropped[DropReason::NoRing as usize] += p.rings.no_ring[k].load(Ordering::Relaxed);
+        for ring in p.rings.rings() {
+            dropped[DropReason::RingFull as usize] += ring.dropped(k);
+        }
+    }
+    dropped[DropReason::StringsFull as usize] = p.strings.full.load(Ordering::Relaxed);
+    dropped[DropReason::ViewerSlow as usize] = p.viewer_slow.load(Ordering::Relaxed);
+    dropped[DropReason::UnknownType as usize] = p.unknown_types.load(Ordering::Relaxed);
+    dropped
+}
+
 impl Drain {
     pub fn new(
         p: &'static Plugin,
@@ -273,25 +290,15 @@ impl Drain {
 
     fn counters(&self) -> Counters {
         let p = self.p;
-        let mut dropped = self.completion.dropped.to_vec();
-        let mut ring_full = 0;
-        let mut no_ring = 0;
-        for k in 0..EventKind::COUNT {
-            no_ring += p.rings.no_ring[k].load(Ordering::Relaxed);
-            for ring in p.rings.rings() {
-                ring_full += ring.dropped(k);
-            }
+        let mut dropped = drops_outside_completion(p);
+        for (d, c) in dropped.iter_mut().zip(self.completion.dropped) {
+            *d += c;
         }
-        dropped[DropReason::RingFull as usize] += ring_full;
-        dropped[DropReason::NoRing as usize] += no_ring;
-        dropped[DropReason::StringsFull as usize] += p.strings.full.load(Ordering::Relaxed);
-        dropped[DropReason::ViewerSlow as usize] += p.viewer_slow.load(Ordering::Relaxed);
-        dropped[DropReason::UnknownType as usize] += p.unknown_types.load(Ordering::Relaxed);
         Counters {
             at_ns: monotonic_ns(),
             captured: self.completion.captured.to_vec(),
             completed: self.completion.completed.to_vec(),
-            dropped,
+            dropped: dropped.to_vec(),
             frames_sent: self.frames_sent,
             bytes_sent: self.bytes_sent,
             open_events: self.completion.open_events() as u64,

@@ -1,7 +1,7 @@
 //! Event pools and buffers full (issue 6): a 64-slot capture ring drained every 20 ms, one
 //! ring for two NCCL threads, a 1024-event open table, 4100 distinct strings for a 4000-id
 //! interner. Every start is either captured or
-//! dropped with its reason: never silent.
+//! dropped with its reason: never silent, in the viewer's counters and in the job's log.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use ncclprof_tests::faults::scenario;
 #[test]
 fn full_rings_tables_and_pools_drop_by_reason_never_silently() {
     let t = tempfile::tempdir().unwrap();
-    let (r, _) = scenario(
+    let (r, stderr) = scenario(
         "pools",
         &t.path().join("rdv"),
         &[
@@ -36,4 +36,28 @@ fn full_rings_tables_and_pools_drop_by_reason_never_silently() {
     assert_eq!(captured + n("ring_full") + n("no_ring"), issued, "{r}");
     assert_eq!(r["open_events"], 1024, "the table stays bounded: {r}");
     assert_eq!(captured - n("table_full"), 1024, "{r}");
+    // The last finalize says so in the job's log too (stderr here: this driver passes NCCL
+    // no logger), with the same counts and the knob for each at its current value.
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("records dropped:"))
+        .unwrap_or_else(|| panic!("no loss summary at finalize; stderr:\n{stderr}"));
+    for (reason, knob) in [
+        (
+            "ring_full",
+            "ring full {} (NCCLPROF_RING_EVENTS is 64: raise it)",
+        ),
+        (
+            "no_ring",
+            "no ring {} (NCCLPROF_MAX_THREADS is 1: raise it)",
+        ),
+        (
+            "table_full",
+            "table full {} (NCCLPROF_MAX_OPEN is 1024: raise it)",
+        ),
+        ("strings_full", "strings full {}"),
+    ] {
+        let want = knob.replace("{}", &n(reason).to_string());
+        assert!(line.contains(&want), "{want:?} not in {line:?}");
+    }
 }
