@@ -3,9 +3,11 @@
 use crate::abi::{self, v1, v2, v3, v4, v5, v6};
 use crate::mask::Kind;
 use anyhow::{Context, Result, anyhow, bail};
+use std::collections::VecDeque;
 use std::ffi::{CStr, CString, c_char, c_int, c_ulong, c_void};
 use std::path::Path;
 use std::ptr::null_mut;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// An opaque event handle or context pointer as a plain value (never dereferenced).
@@ -296,9 +298,6 @@ unsafe extern "C" fn log_sink(
     msg: *const c_char,
 ) {
     LOG_CALLS.fetch_add(1, Ordering::Relaxed);
-    if LOG_QUIET.load(Ordering::Relaxed) {
-        return;
-    }
     let text = |p: *const c_char| {
         if p.is_null() {
             String::new()
@@ -307,11 +306,41 @@ unsafe extern "C" fn log_sink(
             unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
         }
     };
+    {
+        let mut log = LOG_LINES.lock().unwrap_or_else(|e| e.into_inner());
+        log.0 += 1;
+        log.1.push_back(text(msg).trim_end().to_string());
+        if log.1.len() > LOG_LINES_KEPT {
+            log.1.pop_front();
+        }
+    }
+    if LOG_QUIET.load(Ordering::Relaxed) {
+        return;
+    }
     eprintln!(
         "NCCL-SIM LOG level={level} flags={flags:#x} {}:{line} {}",
         text(file),
         text(msg).trim_end()
     );
+}
+
+/// Messages logged so far, and the newest of them (for [`log_lines_since`]).
+static LOG_LINES: Mutex<(u64, VecDeque<String>)> = Mutex::new((0, VecDeque::new()));
+const LOG_LINES_KEPT: usize = 1024;
+
+/// How many messages have been logged in this process so far (a mark for
+/// [`log_lines_since`]).
+pub fn log_lines_total() -> u64 {
+    LOG_LINES.lock().unwrap_or_else(|e| e.into_inner()).0
+}
+
+/// The messages logged since `mark` (from [`log_lines_total`]), oldest first; only the
+/// newest 1 024 are kept.
+pub fn log_lines_since(mark: u64) -> Vec<String> {
+    let log = LOG_LINES.lock().unwrap_or_else(|e| e.into_inner());
+    let (total, kept) = (log.0, &log.1);
+    let new = (total.saturating_sub(mark) as usize).min(kept.len());
+    kept.iter().skip(kept.len() - new).cloned().collect()
 }
 
 /// How many times plugins called the logger in this process.
@@ -1082,6 +1111,7 @@ mod tests {
         set_log_quiet(true);
         let f = logger();
         let before = log_calls();
+        let mark = log_lines_total();
         // SAFETY: calling the C variadic logger with a matching format.
         unsafe {
             f(
@@ -1097,6 +1127,10 @@ mod tests {
         // SAFETY: a plain "%s" message, as plugins commonly send.
         unsafe { f(2, 0, std::ptr::null(), 0, c"%s".as_ptr(), c"only".as_ptr()) };
         assert!(log_calls() >= before + 2);
+        // Kept even when quiet, formatted (other tests of this binary may log meanwhile).
+        let lines = log_lines_since(mark);
+        assert!(lines.iter().any(|l| l == "hello 42"), "{lines:?}");
+        assert!(lines.iter().any(|l| l == "only"), "{lines:?}");
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub struct Truth {
     /// Times the plugin called the logger (v4+).
     #[serde(default)]
     pub log_calls: u64,
+    /// What the plugin logged during the run (its messages, oldest first; at most the
+    /// newest 1 024), e.g. ncclprof's summary of what it recorded and dropped.
+    #[serde(default)]
+    pub log: Vec<String>,
     /// Wall time of the run (first init to last finalize), ns.
     #[serde(default)]
     pub wall_ns: u64,
@@ -224,6 +228,7 @@ impl Truth {
             out.inits += p.inits;
             out.finalizes += p.finalizes;
             out.log_calls += p.log_calls;
+            out.log.extend(p.log.iter().cloned());
             out.wall_ns = out.wall_ns.max(p.wall_ns);
             out.procs.extend(p.procs);
         }

@@ -1,10 +1,12 @@
 //! Scale: how the plugin's added cost per call moves from 2 to 64 ranks and from 1 to 64
 //! communicators, with NCCL's real call patterns (the fake NCCL host, as fast as possible),
-//! against the do-nothing plugin in the same run, runs alternated.
+//! against the do-nothing plugin in the same run, runs alternated. Beside each figure, the
+//! share of calls whose records ncclprof dropped (from the summary it logs at the last
+//! finalize): a run whose drain fell behind does less work, so its cost reads lower.
 //!
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-tests --bench scale`
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ncclprof_sim::SimConfig;
 
@@ -13,11 +15,69 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn ns_per_call(plugin: &std::path::Path, ranks: usize, comms: usize, noop: bool) -> f64 {
+/// From ncclprof's summary at the last finalize (`lifecycle::loss_summary`): records dropped
+/// since the plugin was loaded, and records its drain had not read yet when finalize stopped
+/// waiting (a backlog this run's wall time does not include).
+fn dropped_and_unread(log: &[String]) -> Option<(u64, u64)> {
+    let first_number = |s: &str| s.split_whitespace().find_map(|w| w.parse::<u64>().ok());
+    let line = log.iter().rev().find(|l| l.contains("records dropped"))?;
+    let (unread, drops) = if let Some((_, rest)) = line.split_once(" events recorded since start, ")
+    {
+        (0, rest)
+    } else {
+        let (head, rest) = line.split_once("; so far ")?;
+        (first_number(head.split_once('(')?.1)?, rest)
+    };
+    let dropped = if drops.starts_with("no records") {
+        0
+    } else {
+        first_number(drops)?
+    };
+    Some((dropped, unread))
+}
+
+/// Contexts × iterations per run (see `ns_per_call`).
+const RANK_ITERATIONS: u64 = 8192;
+
+/// Wait until this process is idle (under 2 ms of CPU in a 20 ms window, at most 20 s) and
+/// return how long it was busy before that. After a run whose drain was behind at finalize
+/// (finalize waits 200 ms at most), the plugin's drain goes on reading the backlog: that is
+/// part of the run's cost, and left alone it would be charged to the next run instead.
+fn settle() -> Duration {
+    let cpu = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid out-pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    };
+    let start = Instant::now();
+    for _ in 0..1000 {
+        let (at, before) = (Instant::now(), cpu());
+        std::thread::sleep(Duration::from_millis(20));
+        if cpu() - before < 0.002 {
+            return at - start;
+        }
+    }
+    start.elapsed()
+}
+
+/// One run: wall ns per call, calls, and ncclprof's (dropped so far, unread) records.
+fn ns_per_call(
+    plugin: &std::path::Path,
+    ranks: usize,
+    comms: usize,
+    noop: bool,
+) -> (f64, u64, Option<(u64, u64)>) {
     let mut cfg = SimConfig::default_for(plugin);
     cfg.ranks = ranks;
     cfg.comms = comms;
-    cfg.iterations = (64 / ranks.max(1)).max(2) as u64 * 4;
+    // About 2 M calls whatever the shape (≈ 255 calls per context and iteration), so that a
+    // run measures the steady state: 65 k calls, as before, were mostly the plugin's start-up
+    // (threads, rendezvous, first touch of rings) — about 30 ms per process.
+    cfg.iterations = (RANK_ITERATIONS / (ranks * comms).max(1) as u64).max(2);
     cfg.rate = 0.0;
     cfg.quiet = true;
     cfg.seed = 3;
@@ -26,7 +86,11 @@ fn ns_per_call(plugin: &std::path::Path, ranks: usize, comms: usize, noop: bool)
         cfg.force_mask = Some(ncclprof_shared::mask::DEFAULT as i32);
     }
     let t = ncclprof_sim::run(&cfg).expect("sim run");
-    t.wall_ns as f64 / t.total_calls.max(1) as f64
+    (
+        t.wall_ns as f64 / t.total_calls.max(1) as f64,
+        t.total_calls,
+        dropped_and_unread(&t.log),
+    )
 }
 
 fn main() {
@@ -43,10 +107,14 @@ fn main() {
     let prof = ncclprof_tests::plugin_path();
     let noop = ncclprof_tests::noop_path();
     println!(
-        "scale: wall ns per plugin call of the whole fake job (all its threads on this machine), median of 3 alternated runs"
+        "scale: wall ns per plugin call of the whole fake job (all its threads on this machine) until every record is processed, median of 3 alternated runs"
     );
-    println!("| ranks | comms | noop ns/call | ncclprof ns/call | added ns/call |");
-    println!("|-------|-------|--------------|------------------|---------------|");
+    println!(
+        "| ranks | comms | noop ns/call | ncclprof ns/call | added ns/call | of which the drain's catch-up after finalize, ns/call (3 runs) | records dropped + unread at finalize, % of calls (3 runs) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---|---|");
+    // The plugin stays loaded between runs, so its drop count is since the first run.
+    let mut dropped_before = 0u64;
     for (ranks, comms) in [
         (2, 1),
         (8, 1),
@@ -57,16 +125,33 @@ fn main() {
         (8, 32),
         (2, 64),
     ] {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (mut a, mut b, mut lost, mut after) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..3 {
-            a.push(ns_per_call(&noop, ranks, comms, true));
-            b.push(ns_per_call(&prof, ranks, comms, false));
-            std::thread::sleep(Duration::from_millis(50));
+            a.push(ns_per_call(&noop, ranks, comms, true).0);
+            settle();
+            let (ns, calls, summary) = ns_per_call(&prof, ranks, comms, false);
+            // The drain's catch-up after finalize counts: the job's records were not all
+            // processed when it returned.
+            let catch_up = settle().as_nanos() as f64 / calls.max(1) as f64;
+            b.push(ns + catch_up);
+            after.push(format!("{catch_up:.0}"));
+            lost.push(match summary {
+                Some((dropped, unread)) => {
+                    // Smaller than before: the plugin was loaded afresh.
+                    let new = dropped - dropped_before.min(dropped);
+                    dropped_before = dropped;
+                    let pct = |n: u64| n as f64 * 100.0 / calls.max(1) as f64;
+                    format!("{:.1} + {:.1}", pct(new), pct(unread))
+                }
+                None => "?".into(),
+            });
         }
         let (x, y) = (median(&mut a), median(&mut b));
         println!(
-            "| {ranks:>5} | {comms:>5} | {x:>12.1} | {y:>16.1} | {:>13.1} |",
-            y - x
+            "| {ranks:>5} | {comms:>5} | {x:>12.1} | {y:>16.1} | {:>13.1} | {:>20} | {:>40} |",
+            y - x,
+            after.join(" / "),
+            lost.join(" / ")
         );
     }
 }
