@@ -217,6 +217,11 @@ pub fn flush(
     reply_rx.recv_timeout(timeout).ok()
 }
 
+/// How long the last `finalize` waits for the drain thread to read and complete everything.
+const FLUSH_WAIT: Duration = Duration::from_millis(200);
+/// ... when a dump file was asked for (`NCCL_PROFILE_DUMP_FILE`).
+const FLUSH_WAIT_FOR_DUMP: Duration = Duration::from_secs(5);
+
 /// `finalize`: mark the communicator finalized; after the last one, flush (bounded wait)
 /// and write the dump file if asked. Background threads stay (the library stays mapped and
 /// a later communicator reuses them).
@@ -239,7 +244,20 @@ pub fn finalize(ctx: *mut c_void) {
         .fetch_sub(1, Ordering::AcqRel)
         .saturating_sub(1);
     if left == 0 {
-        let history = flush(p, true, Duration::from_millis(200));
+        let prefix = p
+            .dump_prefix
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // With a dump file asked for, the dump is the profile: wait for a drain that is
+        // behind (a full backlog of every ring takes it well under a second), as NCCL's
+        // example plugin blocks finalize to write its file. Otherwise a short bounded wait.
+        let wait = if prefix.is_some() {
+            FLUSH_WAIT_FOR_DUMP
+        } else {
+            FLUSH_WAIT
+        };
+        let history = flush(p, true, wait);
         let (text, lost) = match &history {
             Some((_, c)) => loss_summary(&p.config, Some(c.completed.iter().sum()), &c.dropped, 0),
             // The drain did not answer in time (far behind, or gone): what NCCL's threads
@@ -256,16 +274,21 @@ pub fn finalize(ctx: *mut c_void) {
         } else {
             nccl_log::info(&text);
         }
-        let prefix = p
-            .dump_prefix
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let (Some(prefix), Some((records, counters))) = (prefix, history) {
+        if let Some(prefix) = prefix {
             let path = format!("{prefix}.{}.json", p.pid);
-            match crate::dump::write(p, &records, &counters, std::path::Path::new(&path)) {
-                Ok(()) => nccl_log::info(&format!("wrote {} events to {path}", records.len())),
-                Err(e) => nccl_log::warn(&format!("could not write dump file {path}: {e}")),
+            match history {
+                Some((records, counters)) => {
+                    match crate::dump::write(p, &records, &counters, std::path::Path::new(&path)) {
+                        Ok(()) => {
+                            nccl_log::info(&format!("wrote {} events to {path}", records.len()))
+                        }
+                        Err(e) => nccl_log::warn(&format!("could not write dump file {path}: {e}")),
+                    }
+                }
+                None => nccl_log::warn(&format!(
+                    "did not write dump file {path}: the drain thread did not finish within {} s",
+                    wait.as_secs_f64()
+                )),
             }
         }
     }
