@@ -11,8 +11,9 @@
 //! 4. **stream** — [`stream`]: history, frames, the bounded send queue to the viewer;
 //!    [`link`] publishes the rendezvous entry and accepts viewers; [`control`] applies masks.
 //!
-//! [`lifecycle`] holds init/finalize/fork; [`guard`] keeps panics out of NCCL; [`config`]
-//! documents every environment variable.
+//! [`lifecycle`] holds init/finalize/fork, and [`summary`] the line finalize logs about what
+//! was recorded and lost; [`guard`] keeps panics out of NCCL; [`config`] documents every
+//! environment variable.
 
 pub mod abi;
 pub mod capture;
@@ -34,6 +35,7 @@ pub mod nccl_log;
 pub mod open_steps;
 pub mod ring;
 pub mod stream;
+pub mod summary;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};

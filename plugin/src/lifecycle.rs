@@ -5,10 +5,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use ncclprof_shared::wire::DropReason;
-
 use crate::abi::NcclLogger;
-use crate::{Plugin, config, context, control, guard, intern, link, nccl_log, ring, stream};
+use crate::{
+    Plugin, config, context, control, guard, intern, link, nccl_log, ring, stream, summary,
+};
 
 /// What v4+ `init` says about the communicator.
 pub struct CommIdentity {
@@ -197,24 +197,41 @@ pub(crate) fn init(
     }
 }
 
+/// Why a flush got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushFailed {
+    /// There is no drain thread (never started, or stopped).
+    NoDrain,
+    /// The drain did not answer within the timeout (far behind).
+    TimedOut,
+}
+
 /// Ask the drain thread to process everything captured so far; wait at most `timeout`.
-/// Returns the history the drain thread holds (for the dump file).
+/// Returns the history the drain thread holds (for the dump file) and its counters.
 pub fn flush(
     p: &Plugin,
     last: bool,
     timeout: Duration,
-) -> Option<(
-    Vec<ncclprof_shared::record::EventRecord>,
-    ncclprof_shared::wire::Counters,
-)> {
+) -> Result<
+    (
+        Vec<ncclprof_shared::record::EventRecord>,
+        ncclprof_shared::wire::Counters,
+    ),
+    FlushFailed,
+> {
     let tx = p
         .to_drain
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .clone()?;
+        .clone()
+        .ok_or(FlushFailed::NoDrain)?;
     let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
-    tx.send(stream::DrainMsg::Flush(reply_tx, last)).ok()?;
-    reply_rx.recv_timeout(timeout).ok()
+    tx.send(stream::DrainMsg::Flush(reply_tx, last))
+        .map_err(|_| FlushFailed::NoDrain)?;
+    reply_rx.recv_timeout(timeout).map_err(|e| match e {
+        crossbeam_channel::RecvTimeoutError::Timeout => FlushFailed::TimedOut,
+        crossbeam_channel::RecvTimeoutError::Disconnected => FlushFailed::NoDrain,
+    })
 }
 
 /// How long the last `finalize` waits for the drain thread to read and complete everything.
@@ -258,17 +275,34 @@ pub fn finalize(ctx: *mut c_void) {
             FLUSH_WAIT
         };
         let history = flush(p, true, wait);
-        let (text, lost) = match &history {
-            Some((_, c)) => loss_summary(&p.config, Some(c.completed.iter().sum()), &c.dropped, 0),
-            // The drain did not answer in time (far behind, or gone): what NCCL's threads
-            // counted themselves, and how much was still unread.
-            None => loss_summary(
-                &p.config,
-                None,
-                &stream::drops_outside_completion(p),
-                p.rings.unread(),
-            ),
+        let limits = summary::Limits {
+            ring_slots: p.rings.rings().first().map_or(0, ring::Ring::capacity),
+            ring_slots_asked: p.config.ring_events,
+            rings: p.rings.rings().len(),
+            rings_asked: p.config.max_threads,
+            max_open: p.config.max_open,
         };
+        let (outcome, dropped) = match &history {
+            Ok((_, c)) => (
+                summary::Flush::Answered {
+                    completed: c.completed.iter().sum(),
+                },
+                c.dropped.clone(),
+            ),
+            // No answer: what NCCL's threads counted themselves, and what was still unread.
+            Err(why) => {
+                let unread = p.rings.unread();
+                let outcome = match why {
+                    FlushFailed::TimedOut => summary::Flush::TimedOut {
+                        waited: wait,
+                        unread,
+                    },
+                    FlushFailed::NoDrain => summary::Flush::NoDrain { unread },
+                };
+                (outcome, stream::drops_outside_completion(p).to_vec())
+            }
+        };
+        let (text, lost) = summary::loss_summary(outcome, &dropped, &limits, !guard::enabled());
         if lost {
             nccl_log::warn(&text);
         } else {
@@ -277,7 +311,7 @@ pub fn finalize(ctx: *mut c_void) {
         if let Some(prefix) = prefix {
             let path = format!("{prefix}.{}.json", p.pid);
             match history {
-                Some((records, counters)) => {
+                Ok((records, counters)) => {
                     match crate::dump::write(p, &records, &counters, std::path::Path::new(&path)) {
                         Ok(()) => {
                             nccl_log::info(&format!("wrote {} events to {path}", records.len()))
@@ -285,67 +319,16 @@ pub fn finalize(ctx: *mut c_void) {
                         Err(e) => nccl_log::warn(&format!("could not write dump file {path}: {e}")),
                     }
                 }
-                None => nccl_log::warn(&format!(
+                Err(FlushFailed::TimedOut) => nccl_log::warn(&format!(
                     "did not write dump file {path}: the drain thread did not finish within {} s",
                     wait.as_secs_f64()
+                )),
+                Err(FlushFailed::NoDrain) => nccl_log::warn(&format!(
+                    "did not write dump file {path}: the drain thread is not running"
                 )),
             }
         }
     }
-}
-
-/// The line the last `finalize` logs: what was recorded and what was lost, by reason, with
-/// the knob that avoids each loss at its current value, so that a job run without a viewer
-/// still says whether its profile is complete. `completed` is `None` when the drain thread
-/// did not answer the final flush in time; `unread` is then what it had not read yet.
-///
-/// True where data was lost to the profiler's own limits (logged as a warning, which NCCL
-/// shows only with `NCCL_DEBUG=WARN` or more): every reason but those describing NCCL's
-/// handles (unknown, abandoned, a newer API's type), and an unread backlog.
-pub fn loss_summary(
-    c: &config::Config,
-    completed: Option<u64>,
-    dropped: &[u64],
-    unread: u64,
-) -> (String, bool) {
-    let mut parts = Vec::new();
-    let mut lost = unread > 0;
-    for r in DropReason::ALL {
-        let n = dropped.get(r as usize).copied().unwrap_or(0);
-        if n == 0 {
-            continue;
-        }
-        let knob = match r {
-            DropReason::RingFull => Some(("NCCLPROF_RING_EVENTS", c.ring_events)),
-            DropReason::NoRing => Some(("NCCLPROF_MAX_THREADS", c.max_threads)),
-            DropReason::TableFull => Some(("NCCLPROF_MAX_OPEN", c.max_open)),
-            _ => None,
-        };
-        let hint = match (knob, r.remedy()) {
-            (Some((var, now)), _) => format!(" ({var} is {now}: raise it)"),
-            (None, Some(remedy)) => format!(" ({remedy})"),
-            (None, None) => String::new(),
-        };
-        lost |= !matches!(
-            r,
-            DropReason::UnknownHandle | DropReason::Abandoned | DropReason::UnknownType
-        );
-        parts.push(format!("{} {n}{hint}", r.name()));
-    }
-    let total: u64 = dropped.iter().sum();
-    let drops = if total == 0 {
-        "no records dropped".to_string()
-    } else {
-        format!("{total} records dropped: {}", parts.join(", "))
-    };
-    let text = match completed {
-        Some(n) => format!("{n} events recorded since start, {drops}"),
-        None => format!(
-            "the drain thread had not caught up when the last finalize stopped waiting \
-             ({unread} records unread, not counted here); so far {drops}"
-        ),
-    };
-    (text, lost)
 }
 
 /// `exampleProfilerStart(mask, name)`.
@@ -368,65 +351,5 @@ pub(crate) fn profiler_start(mask: u32, name: *const c_char) {
 pub fn profiler_stop() {
     if let Some(p) = crate::plugin() {
         p.control.stop();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dropped(by: &[(DropReason, u64)]) -> Vec<u64> {
-        let mut d = vec![0; DropReason::COUNT];
-        for &(r, n) in by {
-            d[r as usize] = n;
-        }
-        d
-    }
-
-    #[test]
-    fn the_finalize_summary_counts_every_loss_and_names_the_knob_at_its_value() {
-        let mut cfg = config::Config::from_env();
-        cfg.ring_events = 1024;
-        let (text, lost) = loss_summary(&cfg, Some(42), &dropped(&[]), 0);
-        assert_eq!(text, "42 events recorded since start, no records dropped");
-        assert!(!lost);
-
-        let (text, lost) = loss_summary(
-            &cfg,
-            Some(42),
-            &dropped(&[(DropReason::RingFull, 7), (DropReason::ViewerSlow, 3)]),
-            0,
-        );
-        assert_eq!(
-            text,
-            "42 events recorded since start, 10 records dropped: ring full 7 \
-             (NCCLPROF_RING_EVENTS is 1024: raise it), viewer slow 3 (narrow the mask, or \
-             raise NCCLPROF_HISTORY_EVENTS)"
-        );
-        assert!(lost);
-
-        // NCCL's own handles (abandoned steps, handles it never got from us) are reported,
-        // not warned about: they are normal life, not the profiler's limits.
-        let (text, lost) = loss_summary(
-            &cfg,
-            Some(42),
-            &dropped(&[(DropReason::Abandoned, 5), (DropReason::UnknownHandle, 1)]),
-            0,
-        );
-        assert_eq!(
-            text,
-            "42 events recorded since start, 6 records dropped: unknown handle 1, abandoned 5"
-        );
-        assert!(!lost);
-
-        // The drain did not answer the final flush: NCCL's threads' own counts, and the
-        // backlog, which is a loss for this profile.
-        let (text, lost) = loss_summary(&cfg, None, &dropped(&[]), 900);
-        assert_eq!(
-            text,
-            "the drain thread had not caught up when the last finalize stopped waiting \
-             (900 records unread, not counted here); so far no records dropped"
-        );
-        assert!(lost);
     }
 }

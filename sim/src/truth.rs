@@ -37,7 +37,8 @@ pub struct Truth {
     #[serde(default)]
     pub log_calls: u64,
     /// What the plugin logged during the run (its messages, oldest first; at most the
-    /// newest 1 024), e.g. ncclprof's summary of what it recorded and dropped.
+    /// newest 1 024 per process, processes one after another), e.g. ncclprof's summary of
+    /// what it recorded and dropped.
     #[serde(default)]
     pub log: Vec<String>,
     /// Wall time of the run (first init to last finalize), ns.

@@ -15,18 +15,21 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// From ncclprof's summary at the last finalize (`lifecycle::loss_summary`): records dropped
+/// From ncclprof's summary at the last finalize (`summary::loss_summary`): records dropped
 /// since the plugin was loaded, and records its drain had not read yet when finalize stopped
 /// waiting (a backlog this run's wall time does not include).
 fn dropped_and_unread(log: &[String]) -> Option<(u64, u64)> {
     let first_number = |s: &str| s.split_whitespace().find_map(|w| w.parse::<u64>().ok());
-    let line = log.iter().rev().find(|l| l.contains("records dropped"))?;
-    let (unread, drops) = if let Some((_, rest)) = line.split_once(" events recorded since start, ")
-    {
-        (0, rest)
-    } else {
-        let (head, rest) = line.split_once("; so far ")?;
-        (first_number(head.split_once('(')?.1)?, rest)
+    let line = log
+        .iter()
+        .rev()
+        .find(|l| l.contains("records dropped") && l.contains("NCCLPROF"))?;
+    let (unread, drops) = match line.split_once(" events recorded since start, ") {
+        Some((_, rest)) => (0, rest),
+        None => {
+            let (head, rest) = line.split_once("so far: ")?;
+            (first_number(head.split_once('(')?.1)?, rest)
+        }
     };
     let dropped = if drops.starts_with("no records") {
         0
@@ -137,8 +140,13 @@ fn main() {
             after.push(format!("{catch_up:.0}"));
             lost.push(match summary {
                 Some((dropped, unread)) => {
-                    // Smaller than before: the plugin was loaded afresh.
-                    let new = dropped - dropped_before.min(dropped);
+                    // Smaller than before: the plugin was loaded afresh. (Drops counted by
+                    // the drain while it catches up after a run show in the next run's.)
+                    let new = if dropped >= dropped_before {
+                        dropped - dropped_before
+                    } else {
+                        dropped
+                    };
                     dropped_before = dropped;
                     let pct = |n: u64| n as f64 * 100.0 / calls.max(1) as f64;
                     format!("{:.1} + {:.1}", pct(new), pct(unread))

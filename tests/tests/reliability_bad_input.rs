@@ -111,4 +111,9 @@ fn panic_inside_the_plugin_is_caught_and_later_calls_are_noops() {
         "stderr: {stderr}"
     );
     assert!(stderr.contains("fault injection"), "stderr: {stderr}");
+    // And the finalize summary, a warning, says the profile stops there.
+    assert!(
+        stderr.contains("profiling was disabled by an internal error"),
+        "stderr: {stderr}"
+    );
 }

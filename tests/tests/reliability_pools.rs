@@ -55,7 +55,7 @@ fn full_rings_tables_and_pools_drop_by_reason_never_silently() {
             "table_full",
             "table full {} (NCCLPROF_MAX_OPEN is 1024: raise it)",
         ),
-        ("strings_full", "strings full {}"),
+        ("strings_full", "{} names not kept"),
     ] {
         let want = knob.replace("{}", &n(reason).to_string());
         assert!(line.contains(&want), "{want:?} not in {line:?}");
