@@ -49,22 +49,23 @@ pub fn loss_summary(
             continue;
         }
         records += n(r);
-        let (var, now, asked) = match r {
-            DropReason::RingFull => (
+        // The knob that avoids this reason: its variable, the value in force, the value asked.
+        let knob = match r {
+            DropReason::RingFull => Some((
                 "NCCLPROF_RING_EVENTS",
                 limits.ring_slots as usize,
                 limits.ring_slots_asked,
-            ),
-            DropReason::NoRing => ("NCCLPROF_MAX_THREADS", limits.rings, limits.rings_asked),
-            DropReason::TableFull => ("NCCLPROF_MAX_OPEN", limits.max_open, limits.max_open),
-            _ => ("", 0, 0),
+            )),
+            DropReason::NoRing => Some(("NCCLPROF_MAX_THREADS", limits.rings, limits.rings_asked)),
+            DropReason::TableFull => Some(("NCCLPROF_MAX_OPEN", limits.max_open, limits.max_open)),
+            _ => None,
         };
-        let hint = if var.is_empty() {
-            r.remedy().map(|h| format!(" ({h})")).unwrap_or_default()
-        } else if now < asked {
-            format!(" ({var} asked {asked}, in force {now}: the most this host allowed)")
-        } else {
-            format!(" ({var} is {now}: raise it)")
+        let hint = match knob {
+            Some((var, now, asked)) if now < asked => {
+                format!(" ({var} asked {asked}, in force {now}: the most this host allowed)")
+            }
+            Some((var, now, _)) => format!(" ({var} is {now}: raise it)"),
+            None => r.remedy().map(|h| format!(" ({h})")).unwrap_or_default(),
         };
         lost |= !matches!(
             r,

@@ -225,7 +225,6 @@ pub fn run_process(
     let _guard = RUN_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     crate::plugin::set_log_quiet(cfg.quiet);
     let log0 = crate::plugin::log_calls();
-    let log_lines0 = crate::plugin::log_lines_total();
     let plugin = Plugin::load(&cfg.plugin, cfg.api)?;
     let v = plugin.version;
     if !cfg.quiet {
@@ -493,7 +492,7 @@ pub fn run_process(
     truth.counts.insert("stops".into(), c.stops);
     truth.total_calls = c.total();
     truth.log_calls = crate::plugin::log_calls() - log0;
-    truth.log = crate::plugin::log_lines_since(log_lines0);
+    truth.log = crate::plugin::log_lines_since(log0);
 
     match Arc::try_unwrap(shared) {
         Ok(sh) => {

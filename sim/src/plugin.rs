@@ -8,7 +8,7 @@ use std::ffi::{CStr, CString, c_char, c_int, c_ulong, c_void};
 use std::path::Path;
 use std::ptr::null_mut;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// An opaque event handle or context pointer as a plain value (never dereferenced).
 pub type H = usize;
@@ -287,8 +287,10 @@ unsafe extern "C" {
     );
 }
 
-static LOG_CALLS: AtomicU64 = AtomicU64::new(0);
 static LOG_QUIET: AtomicBool = AtomicBool::new(false);
+/// Messages logged so far in this process, and the newest of them (for [`log_lines_since`]).
+static LOG: Mutex<(u64, VecDeque<String>)> = Mutex::new((0, VecDeque::new()));
+const LOG_LINES_KEPT: usize = 1024;
 
 unsafe extern "C" fn log_sink(
     level: c_int,
@@ -297,7 +299,6 @@ unsafe extern "C" fn log_sink(
     line: c_int,
     msg: *const c_char,
 ) {
-    LOG_CALLS.fetch_add(1, Ordering::Relaxed);
     let text = |p: *const c_char| {
         if p.is_null() {
             String::new()
@@ -306,46 +307,34 @@ unsafe extern "C" fn log_sink(
             unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
         }
     };
-    {
-        let mut log = LOG_LINES.lock().unwrap_or_else(|e| e.into_inner());
-        log.0 += 1;
-        log.1.push_back(text(msg).trim_end().to_string());
-        if log.1.len() > LOG_LINES_KEPT {
-            log.1.pop_front();
-        }
+    let msg = text(msg).trim_end().to_string();
+    if !LOG_QUIET.load(Ordering::Relaxed) {
+        eprintln!(
+            "NCCL-SIM LOG level={level} flags={flags:#x} {}:{line} {msg}",
+            text(file),
+        );
     }
-    if LOG_QUIET.load(Ordering::Relaxed) {
-        return;
+    let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+    log.0 += 1;
+    log.1.push_back(msg);
+    if log.1.len() > LOG_LINES_KEPT {
+        log.1.pop_front();
     }
-    eprintln!(
-        "NCCL-SIM LOG level={level} flags={flags:#x} {}:{line} {}",
-        text(file),
-        text(msg).trim_end()
-    );
 }
 
-/// Messages logged so far, and the newest of them (for [`log_lines_since`]).
-static LOG_LINES: Mutex<(u64, VecDeque<String>)> = Mutex::new((0, VecDeque::new()));
-const LOG_LINES_KEPT: usize = 1024;
-
-/// How many messages have been logged in this process so far (a mark for
+/// How many times plugins called the logger in this process (also a mark for
 /// [`log_lines_since`]).
-pub fn log_lines_total() -> u64 {
-    LOG_LINES.lock().unwrap_or_else(|e| e.into_inner()).0
+pub fn log_calls() -> u64 {
+    LOG.lock().unwrap_or_else(|e| e.into_inner()).0
 }
 
-/// The messages logged since `mark` (from [`log_lines_total`]), oldest first; only the
-/// newest 1 024 are kept.
+/// The messages logged since `mark` (from [`log_calls`]), oldest first, kept even when
+/// quiet; only the newest 1 024 are kept.
 pub fn log_lines_since(mark: u64) -> Vec<String> {
-    let log = LOG_LINES.lock().unwrap_or_else(|e| e.into_inner());
+    let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
     let (total, kept) = (log.0, &log.1);
     let new = (total.saturating_sub(mark) as usize).min(kept.len());
     kept.iter().skip(kept.len() - new).cloned().collect()
-}
-
-/// How many times plugins called the logger in this process.
-pub fn log_calls() -> u64 {
-    LOG_CALLS.load(Ordering::Relaxed)
 }
 
 /// Silences (or not) the logger's stderr output.
@@ -1111,7 +1100,7 @@ mod tests {
         set_log_quiet(true);
         let f = logger();
         let before = log_calls();
-        let mark = log_lines_total();
+        let mark = log_calls();
         // SAFETY: calling the C variadic logger with a matching format.
         unsafe {
             f(

@@ -1,8 +1,9 @@
 //! Scale: how the plugin's added cost per call moves from 2 to 64 ranks and from 1 to 64
 //! communicators, with NCCL's real call patterns (the fake NCCL host, as fast as possible),
-//! against the do-nothing plugin in the same run, runs alternated. Beside each figure, the
-//! share of calls whose records ncclprof dropped (from the summary it logs at the last
-//! finalize): a run whose drain fell behind does less work, so its cost reads lower.
+//! against the do-nothing plugin in the same run, runs alternated. An ncclprof run lasts until
+//! its drain has processed every record (the catch-up after finalize counts). Beside each
+//! figure, the share of calls whose records ncclprof dropped or had not read at finalize
+//! (from the summary it logs then): a run that drops does less work, so its cost reads lower.
 //!
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-tests --bench scale`
 
@@ -47,15 +48,7 @@ const RANK_ITERATIONS: u64 = 8192;
 /// (finalize waits 200 ms at most), the plugin's drain goes on reading the backlog: that is
 /// part of the run's cost, and left alone it would be charged to the next run instead.
 fn settle() -> Duration {
-    let cpu = || {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: valid out-pointer.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-        ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
-    };
+    let cpu = || ncclprof_tests::cpu_seconds(libc::CLOCK_PROCESS_CPUTIME_ID);
     let start = Instant::now();
     for _ in 0..1000 {
         let (at, before) = (Instant::now(), cpu());

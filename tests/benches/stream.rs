@@ -350,16 +350,8 @@ fn produce(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, f64) {
         ops += due;
         std::thread::sleep(Duration::from_micros(100));
     }
-    (ops * EVENTS_PER_OP, thread_cpu_s())
-}
-
-/// CPU seconds of the calling thread.
-fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    (
+        ops * EVENTS_PER_OP,
+        ncclprof_tests::cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID),
+    )
 }

@@ -88,6 +88,18 @@ pub fn noop_path() -> PathBuf {
     artifact("libnccl_profiler_noop.so", "ncclprof-noop-plugin")
 }
 
+/// CPU seconds on `clock` (`libc::CLOCK_THREAD_CPUTIME_ID`: the calling thread's;
+/// `libc::CLOCK_PROCESS_CPUTIME_ID`: the whole process's), for benches' per-stage costs.
+pub fn cpu_seconds(clock: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
 /// Time the hypervisor took this VM's vCPUs away, for benches to report beside their figures:
 /// on a shared VM a vCPU can vanish for milliseconds at a time (no context switch inside the
 /// guest, wall time but no thread CPU time), which is what ring-full bursts below saturation
