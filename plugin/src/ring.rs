@@ -13,7 +13,7 @@
 //! wrapped once — 0.5–3 s of system time in a 64-rank fake job.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use ncclprof_shared::kind::EventKind;
 
@@ -73,9 +73,6 @@ pub struct Ring {
     slots: *mut Raw,
     /// Bytes of `slots`, from the start, the drain has faulted in (drain-only).
     populated: AtomicUsize,
-    /// Thread pointer of the owning thread (0 when none): what [`RingPool::mine`]'s cache
-    /// checks. Written only by the owner, when it claims the ring and when it exits.
-    owner: AtomicUsize,
 }
 
 // SAFETY: `slots` is accessed SPSC-style (producer writes below head, consumer reads between
@@ -188,10 +185,6 @@ impl Ring {
 /// The pool of rings, allocated once.
 pub struct RingPool {
     rings: Box<[Ring]>,
-    /// Rings by a hash of their owner's thread pointer: finding the calling thread's ring
-    /// without `__tls_get_addr` (see [`RingPool::mine`]). An entry is only a hint, checked
-    /// against [`Ring::owner`]; a stale or colliding one sends the caller to the TLS path.
-    by_thread: [AtomicPtr<Ring>; THREAD_CACHE],
     /// Records lost because no ring was free, by kind.
     pub no_ring: [AtomicU64; EventKind::COUNT],
     key: libc::pthread_key_t,
@@ -232,7 +225,6 @@ impl RingPool {
                 mask: (cap - 1) as u64,
                 slots,
                 populated: AtomicUsize::new(0),
-                owner: AtomicUsize::new(0),
             });
         }
         let mut key: libc::pthread_key_t = 0;
@@ -242,7 +234,6 @@ impl RingPool {
         }
         Some(RingPool {
             rings: rings.into_boxed_slice(),
-            by_thread: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
             no_ring: Default::default(),
             key,
         })
@@ -277,45 +268,19 @@ impl RingPool {
     }
 
     /// The calling thread's ring, claiming one on first use. `None` if none is free.
-    ///
-    /// A plugin in a `dlopen`ed library reaches its thread-locals through `__tls_get_addr`,
-    /// a call that cost about 1.5 ns of the ~16 ns a callback adds here (hot_path bench), so
-    /// the fast path reads the thread pointer (one instruction) and checks a small cache
-    /// keyed by it instead. Only the owning thread ever stores its own thread pointer in a
-    /// ring's `owner` (at claim) and clears it before it exits, and a live thread's thread
-    /// pointer is unique, so `owner == me` proves the ring is this thread's: a stale or
-    /// colliding entry only sends the call to the TLS path.
     #[inline(always)]
     pub fn mine(&'static self) -> Option<&'static Ring> {
-        let me = thread_pointer();
-        let slot = &self.by_thread[thread_slot(me)];
-        if me != 0 {
-            let r = slot.load(Ordering::Relaxed);
-            // SAFETY: the cache only ever holds null or pointers into this 'static pool.
-            if let Some(r) = unsafe { r.as_ref() }
-                && r.owner.load(Ordering::Relaxed) == me
-            {
-                return Some(r);
-            }
-        }
-        self.mine_slow(me, slot)
-    }
-
-    /// TLS lookup (or claim), then remember the ring in the cache.
-    #[inline(never)]
-    fn mine_slow(&'static self, me: usize, slot: &AtomicPtr<Ring>) -> Option<&'static Ring> {
         let p = MY_RING.with(Cell::get);
-        let r = if p.is_null() {
-            self.claim()?
-        } else {
-            // SAFETY: MY_RING only ever holds a pointer into this 'static pool.
-            unsafe { &*p }
-        };
-        // A retired ring (this thread is exiting) has no owner and is not cached.
-        if me != 0 && r.owner.load(Ordering::Relaxed) == me {
-            slot.store((r as *const Ring).cast_mut(), Ordering::Relaxed);
+        if !p.is_null() && p != EXITED {
+            // SAFETY: MY_RING only ever holds null, EXITED or a pointer into this 'static pool.
+            return Some(unsafe { &*p });
         }
-        Some(r)
+        if p == EXITED {
+            // A pthread-key destructor that runs after ours called NCCL: this thread's ring
+            // is retired and may already be another thread's. Counted as `no ring`.
+            return None;
+        }
+        self.claim()
     }
 
     #[cold]
@@ -325,7 +290,6 @@ impl RingPool {
                 .compare_exchange(FREE, OWNED, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                r.owner.store(thread_pointer(), Ordering::Relaxed);
                 MY_RING.with(|c| c.set(r));
                 // SAFETY: the key was created in `new`; the value is a pointer to a 'static ring
                 // that the destructor marks retired. The first keys live in the thread
@@ -336,49 +300,6 @@ impl RingPool {
         }
         None
     }
-}
-
-/// Entries in [`RingPool::by_thread`] (a power of two).
-const THREAD_CACHE: usize = 256;
-
-/// The calling thread's thread pointer, unique among live threads: on x86_64 the TCB's
-/// self-pointer at `%fs:0`, on aarch64 `TPIDR_EL0` (both fixed by the ELF TLS ABI). 0 where
-/// neither applies, which disables the cache.
-#[inline(always)]
-fn thread_pointer() -> usize {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let tp: usize;
-        // SAFETY: reads the first word of the TCB, which the TLS ABI makes the TCB's own
-        // address; no other memory or state is touched.
-        unsafe {
-            std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp,
-                options(nostack, readonly, preserves_flags, pure))
-        };
-        tp
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        let tp: usize;
-        // SAFETY: TPIDR_EL0 is readable from EL0; reading it has no effects.
-        unsafe {
-            std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp,
-                options(nostack, nomem, preserves_flags, pure))
-        };
-        tp
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        0
-    }
-}
-
-/// Cache slot for a thread pointer. Thread pointers sit near the top of each thread's stack
-/// mapping, so the low 12 bits carry little; a multiplicative hash spreads the rest.
-#[inline(always)]
-fn thread_slot(tp: usize) -> usize {
-    ((tp as u64 >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - THREAD_CACHE.trailing_zeros()))
-        as usize
 }
 
 thread_local! {
@@ -393,10 +314,14 @@ extern "C" fn release_on_thread_exit(p: *mut libc::c_void) {
     }
     // SAFETY: the value was set by `claim` to a ring of the 'static pool.
     let ring = unsafe { &*(p as *const Ring) };
-    // Before the thread is gone: a later thread may get the same thread pointer.
-    ring.owner.store(0, Ordering::Relaxed);
+    // Later destructors on this thread that call NCCL must not push to the retired ring,
+    // which the drain may free and another thread claim.
+    let _ = MY_RING.try_with(|c| c.set(EXITED));
     ring.state.store(RETIRED, Ordering::Release);
 }
+
+/// `MY_RING` of a thread whose ring was retired by the key destructor (never dereferenced).
+const EXITED: *const Ring = std::ptr::dangling();
 
 /// Forget this thread's ring without releasing it (used in a forked child, whose rings are
 /// copies the parent's drain thread will never see).
@@ -482,62 +407,32 @@ mod tests {
         assert_ne!(held.index(), b);
     }
 
+    /// A pthread-key destructor that runs after ours and calls NCCL gets no ring instead of
+    /// the retired one, which the drain may hand to another thread.
     #[test]
-    fn thread_cache_finds_only_the_callers_own_ring() {
-        let p = pool();
-        let mine = p.mine().unwrap();
-        let me = thread_pointer();
-        assert_ne!(me, 0, "this target reads a thread pointer");
-        assert_eq!(mine.owner.load(Ordering::Relaxed), me);
-        // Cached after the first call, and the cached ring is the same one.
-        assert!(std::ptr::eq(
-            p.by_thread[thread_slot(me)].load(Ordering::Relaxed),
-            mine
-        ));
-        assert!(std::ptr::eq(p.mine().unwrap(), mine));
-        // Another thread whose slot holds this thread's ring (a collision) does not take it.
-        let other = std::thread::spawn(move || {
-            let tp = thread_pointer();
-            p.by_thread[thread_slot(tp)].store((mine as *const Ring).cast_mut(), Ordering::Relaxed);
-            let r = p.mine().unwrap();
-            (r.index(), r.owner.load(Ordering::Relaxed) == tp)
+    fn calls_after_the_ring_was_retired_on_thread_exit_get_no_ring() {
+        static POOL: std::sync::OnceLock<&'static RingPool> = std::sync::OnceLock::new();
+        static AFTER: std::sync::Mutex<Option<bool>> = std::sync::Mutex::new(None);
+        extern "C" fn late(_: *mut libc::c_void) {
+            let p = POOL.get().unwrap();
+            *AFTER.lock().unwrap() = Some(p.mine().is_none());
+        }
+        let p = *POOL.get_or_init(pool);
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: valid out-pointer; created after the pool's key, so glibc runs it later.
+        assert_eq!(unsafe { libc::pthread_key_create(&mut key, Some(late)) }, 0);
+        let index = std::thread::spawn(move || {
+            let i = p.mine().unwrap().index();
+            // SAFETY: any non-null value makes the destructor run.
+            unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<u8>().cast()) };
+            i
         })
         .join()
         .unwrap();
-        assert_ne!(other.0, mine.index());
-        assert!(other.1);
-    }
-
-    #[test]
-    fn a_new_thread_with_a_dead_threads_thread_pointer_gets_its_own_ring() {
-        let p = pool();
-        // glibc reuses an exited thread's stack and TCB for the next thread, so the second
-        // thread usually has the first one's thread pointer and finds its cache entry.
-        let first = std::thread::spawn(move || (p.mine().unwrap().index(), thread_pointer()))
-            .join()
-            .unwrap();
-        let ring = &p.rings()[first.0 as usize];
-        assert_eq!(ring.owner.load(Ordering::Relaxed), 0, "cleared at exit");
-        assert_eq!(ring.state.load(Ordering::Acquire), RETIRED);
-        let second = std::thread::spawn(move || {
-            let r = p.mine().unwrap();
-            (
-                r.index(),
-                thread_pointer(),
-                r.state.load(Ordering::Acquire),
-                r.owner.load(Ordering::Relaxed) == thread_pointer(),
-            )
-        })
-        .join()
-        .unwrap();
-        // Not the retired ring (still waiting for the drain), whatever the thread pointer.
-        assert_ne!(
-            second.0,
-            first.0,
-            "same thread pointer: {}",
-            second.1 == first.1
+        assert_eq!(*AFTER.lock().unwrap(), Some(true));
+        assert_eq!(
+            p.rings()[index as usize].state.load(Ordering::Acquire),
+            RETIRED
         );
-        assert_eq!(second.2, OWNED);
-        assert!(second.3);
     }
 }
