@@ -2,6 +2,8 @@
 //! runs alternated, reported as a difference and a ratio measured in the same run.
 //!
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-plugin --bench hot_path`
+//! (`HOT_PATH_CANDIDATE=<copy of another build's .so>` compares this build with that one in one
+//! process instead; `HOT_PATH_IDLE_ONLY=1` measures only the idle threads.)
 //!
 //! The sequence is what a proxy thread does per network step (start, 3 states, stop) plus a
 //! Coll start/stop every 8 steps. Calls come in paced bursts (the drain thread empties the
@@ -43,10 +45,14 @@ struct Lib {
 }
 
 fn open(name: &str, mask: &mut c_int) -> Lib {
+    open_path(lib_path(name), mask)
+}
+
+fn open_path(path: PathBuf, mask: &mut c_int) -> Lib {
     // SAFETY: loading our own plugins.
     let lib: libloading::Library = unsafe {
         libloading::os::unix::Library::open(
-            Some(lib_path(name)),
+            Some(path),
             libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
         )
     }
@@ -215,6 +221,56 @@ fn attach_viewer(dir: &std::path::Path) -> std::thread::JoinHandle<u64> {
     })
 }
 
+/// `HOT_PATH_CANDIDATE=/path/to/other/libnccl_profiler_ncclprof.so`: this build against
+/// another one (a copy of a build from another commit), both loaded in this process and
+/// rounds alternated noop / this / candidate, no viewer. Separate processes differ by ±3 ns
+/// on this VM, more than most hot-path changes; in one process the spread is shared.
+fn compare_builds(noop: &Lib, prof: &Lib, other: PathBuf, dir: &std::path::Path, bursts: u32) {
+    // The candidate gets its own rendezvous directory (entries are per process id).
+    // SAFETY: read by the candidate's first init, just below; no other thread reads it.
+    unsafe { std::env::set_var("NCCLPROF_DIR", dir.join("rdv-candidate")) };
+    let mut m: c_int = 0;
+    let cand = open_path(other.clone(), &mut m);
+    measure(&cand, 20);
+    let rounds = 15;
+    let (mut a, mut b, mut c, mut diff) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let base = measure(noop, bursts);
+        let ours = measure(prof, bursts);
+        let theirs = measure(&cand, bursts);
+        a.push(base);
+        b.push(ours - base);
+        c.push(theirs - base);
+        diff.push(ours - theirs);
+    }
+    println!(
+        "this build against {} (no viewer; median of {rounds} alternated rounds, {} calls each)",
+        other.display(),
+        bursts as u64 * 400 * 21 / 4
+    );
+    println!(
+        "| noop ns | this build, added ns | candidate, added ns | this − candidate, ns (median of per-round differences) |"
+    );
+    println!("|---:|---:|---:|---:|");
+    println!(
+        "| {:.2} | {:.2} | {:.2} | {:+.2} |",
+        median(&mut a),
+        median(&mut b),
+        median(&mut c),
+        median(&mut diff)
+    );
+    let mut sorted = diff.clone();
+    sorted.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    println!(
+        "per-round differences, sorted: {}",
+        sorted
+            .iter()
+            .map(|d| format!("{d:+.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         println!("hot_path: bench");
@@ -247,6 +303,10 @@ fn main() {
     }
     let rounds = 7;
     let bursts = 200;
+    if let Some(other) = std::env::var_os("HOT_PATH_CANDIDATE") {
+        compare_builds(&noop, &prof, PathBuf::from(other), dir.path(), bursts);
+        return;
+    }
     // Warm up both.
     measure(&noop, 20);
     measure(&prof, 20);
