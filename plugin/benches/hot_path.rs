@@ -259,12 +259,10 @@ fn compare_builds(noop: &Lib, prof: &Lib, other: PathBuf, dir: &std::path::Path,
         median(&mut c),
         median(&mut diff)
     );
-    let mut sorted = diff.clone();
-    sorted.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    // `median` sorted `diff` in place.
     println!(
         "per-round differences, sorted: {}",
-        sorted
-            .iter()
+        diff.iter()
             .map(|d| format!("{d:+.2}"))
             .collect::<Vec<_>>()
             .join(" ")

@@ -271,16 +271,16 @@ impl RingPool {
     #[inline(always)]
     pub fn mine(&'static self) -> Option<&'static Ring> {
         let p = MY_RING.with(Cell::get);
-        if !p.is_null() && p != EXITED {
-            // SAFETY: MY_RING only ever holds null, EXITED or a pointer into this 'static pool.
-            return Some(unsafe { &*p });
+        if p.is_null() {
+            return self.claim();
         }
         if p == EXITED {
             // A pthread-key destructor that runs after ours called NCCL: this thread's ring
             // is retired and may already be another thread's. Counted as `no ring`.
             return None;
         }
-        self.claim()
+        // SAFETY: MY_RING only ever holds null, EXITED or a pointer into this 'static pool.
+        Some(unsafe { &*p })
     }
 
     #[cold]
