@@ -152,7 +152,7 @@ fn run(rings: u32) {
         let n: usize = passes.iter().map(Vec::len).sum();
         let t0 = Instant::now();
         for pass in &passes {
-            c.pass_known(pass, true, false); // as the drain calls it: no NetPlugin here
+            c.pass(pass.as_slice(), true);
             c.end_pass(ts.get());
             c.take(&mut out);
             out.clear();

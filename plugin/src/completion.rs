@@ -101,6 +101,27 @@ pub struct Item {
     pub rank: i32,
 }
 
+/// The records of one drain pass, each ring's in its order, rings one after another. The
+/// drain's are still in the rings' slots (`stream::InRings`): copying every record (64 B)
+/// into a pass buffer as an [`Item`] first was a third of the drain's time. Tests and
+/// benches pass a slice of items.
+pub trait PassRecords {
+    /// Call `f` with every record `take` accepts, as an [`Item`] (host time, rank). `take`
+    /// sees only the raw record, so the records it passes over are not converted.
+    fn visit(&self, take: impl FnMut(&Raw) -> bool, f: impl FnMut(&Item));
+}
+
+impl PassRecords for [Item] {
+    #[inline]
+    fn visit(&self, mut take: impl FnMut(&Raw) -> bool, mut f: impl FnMut(&Item)) {
+        for it in self {
+            if take(&it.raw) {
+                f(it);
+            }
+        }
+    }
+}
+
 fn holds_net_plugin(items: &[Item]) -> bool {
     items
         .iter()
@@ -244,28 +265,39 @@ impl Completion {
     /// its step open before phase B. Started in phase A, every step of the pass was open at
     /// once: thousands, which with several rings collided in `steps_open`'s direct-mapped
     /// slots and went to the hash table (with 4 producer threads, more than one step in
-    /// eight).
-    pub fn pass(&mut self, items: &[Item], kernel_on: bool) {
-        self.pass_known(items, kernel_on, holds_net_plugin(items));
-    }
-
-    /// [`Completion::pass`] for a caller that knows whether `items` hold a NetPlugin record:
-    /// the drain notes it while it reads the rings, which spares a scan of the whole pass (a
-    /// pass can be megabytes).
-    pub fn pass_known(&mut self, items: &[Item], kernel_on: bool, net_in_items: bool) {
+    /// eight). When a NetPlugin record is in the pass, steps start in phase A after every
+    /// other start, and NetPlugin events after the steps (nothing but a NetPlugin event has
+    /// a step for parent, and nothing has a NetPlugin event for parent).
+    pub fn pass(&mut self, records: &(impl PassRecords + ?Sized), kernel_on: bool) {
         let mut carried = std::mem::take(&mut self.deferred);
         self.deferred_ids.clear();
         let step = EventKind::ProxyStep as u8;
-        let steps_in_order = !net_in_items && !holds_net_plugin(&carried);
-        let early = |i: &&Item| i.raw.op == OP_START && !(steps_in_order && i.raw.kind == step);
+        let net = EventKind::NetPlugin as u8;
         // Parents were captured before their children (one invariant clock for all threads):
         // time order lets a deferred child find a parent deferred in the same pass.
         carried.sort_by_key(|i| i.raw.ts);
         // New starts first: a deferred child's parent may be among them (it sat beyond the
         // previous snapshot). A new record whose parent is itself deferred is deferred in turn
-        // and finds it next pass.
-        for it in items.iter().filter(early) {
-            self.start(it, kernel_on, false);
+        // and finds it next pass. This sweep also finds out whether the pass holds a
+        // NetPlugin record: the drain's records are still in the rings, read once here.
+        let mut net_in_pass = false;
+        records.visit(
+            |r| {
+                net_in_pass |= r.kind == net;
+                r.op == OP_START && r.kind != step && r.kind != net
+            },
+            |it| self.start(it, kernel_on, false),
+        );
+        let steps_in_order = !net_in_pass && !holds_net_plugin(&carried);
+        if !steps_in_order {
+            // Every step before any NetPlugin event: a helper thread's ring may come before
+            // the ring of the step its event belongs to.
+            for kind in [step, net] {
+                records.visit(
+                    |r| r.op == OP_START && r.kind == kind,
+                    |it| self.start(it, kernel_on, false),
+                );
+            }
         }
         let mut carried_starts = false;
         for it in carried.iter().filter(|i| i.raw.op == OP_START) {
@@ -291,32 +323,35 @@ impl Completion {
         for it in carried.iter().filter(|i| i.raw.op != OP_START) {
             self.state_or_stop(it, true);
         }
-        for it in items.iter().filter(|i| !early(i)) {
-            let r = &it.raw;
-            if r.op == OP_START {
-                self.start(it, kernel_on, false); // a step, in ring order (see above)
-                continue;
-            }
-            // Most records are a state of an open step: handled here, without the general
-            // path's call (its prologue alone was a tenth of the instructions per record).
-            if r.kind == step
-                && (self.deferred_ids.is_empty() || !self.deferred_ids.contains(&r.id))
-            {
-                if r.op == OP_STATE
-                    && let Some(rec) = self.steps_open.get_mut(r.id)
-                {
-                    step_state(rec, u32::from(r.state), r.parent, it.ns);
-                    continue;
+        records.visit(
+            |r| r.op != OP_START || (steps_in_order && r.kind == step),
+            |it| {
+                let r = &it.raw;
+                if r.op == OP_START {
+                    self.start(it, kernel_on, false); // a step, in ring order (see above)
+                    return;
                 }
-                if r.op == OP_STOP
-                    && let Some(rec) = self.steps_open.remove(r.id)
+                // Most records are a state of an open step: handled here, without the general
+                // path's call (its prologue alone was a tenth of the instructions per record).
+                if r.kind == step
+                    && (self.deferred_ids.is_empty() || !self.deferred_ids.contains(&r.id))
                 {
-                    self.step_stopped(rec, it.ns);
-                    continue;
+                    if r.op == OP_STATE
+                        && let Some(rec) = self.steps_open.get_mut(r.id)
+                    {
+                        step_state(rec, u32::from(r.state), r.parent, it.ns);
+                        return;
+                    }
+                    if r.op == OP_STOP
+                        && let Some(rec) = self.steps_open.remove(r.id)
+                    {
+                        self.step_stopped(rec, it.ns);
+                        return;
+                    }
                 }
-            }
-            self.state_or_stop(it, false);
-        }
+                self.state_or_stop(it, false);
+            },
+        );
     }
 
     /// Whether a start's parent is open here (in `table`, or an open step for a NetPlugin).
@@ -1138,7 +1173,7 @@ mod tests {
             self.push(OP_STOP, kind, id, 0, 0, [0; 4]);
         }
         fn run(&mut self, c: &mut Completion) -> Vec<EventRecord> {
-            c.pass(&std::mem::take(&mut self.items), false);
+            c.pass(std::mem::take(&mut self.items).as_slice(), false);
             c.end_pass(self.ts);
             let mut out = Vec::new();
             c.take(&mut out);
@@ -1250,7 +1285,7 @@ mod tests {
             }
             push(OP_STOP, EventKind::ProxyOp, op, 0, 0, [0; 4]);
         }
-        c.pass(&items, false);
+        c.pass(items.as_slice(), false);
         c.end_pass(ts);
         let mut out = Vec::new();
         c.take(&mut out);
@@ -1266,6 +1301,67 @@ mod tests {
         );
         assert!(steps.iter().all(|r| r.p[4] == 4096 && r.has(F_SEND)));
         assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+        assert_eq!(c.open_events(), 0);
+    }
+
+    /// A NetPlugin event on a helper thread whose ring the drain reads before the ring of
+    /// its ProxyStep, in the same pass: it finds the step (steps start before NetPlugin
+    /// events), is linked to it and nothing waits for a later pass. When starts were taken
+    /// in ring order it was deferred, and the step had stopped by the next pass.
+    #[test]
+    fn net_plugin_event_read_before_its_step_finds_it() {
+        let mut c = Completion::new(4096, 1000, 0.0);
+        let op = handle::make(EventKind::ProxyOp, 0, 1);
+        let step = handle::make(EventKind::ProxyStep, 0, 2);
+        let net = handle::make(EventKind::NetPlugin, 1, 1);
+        let rec = |ts, op, kind: EventKind, id, parent, state| Item {
+            raw: Raw {
+                ts,
+                id,
+                parent,
+                op,
+                kind: kind as u8,
+                state,
+                w: if kind == EventKind::ProxyOp {
+                    [0, 1 << 8, 8, 0]
+                } else {
+                    [0; 4]
+                },
+                ..Raw::default()
+            },
+            ns: ts,
+            rank: 0,
+        };
+        let in_progress = st::PROXY_OP_IN_PROGRESS as u8;
+        let send_wait = st::PROXY_STEP_SEND_WAIT as u8;
+        let items = [
+            // Ring 1 (the helper thread) first.
+            rec(130, OP_START, EventKind::NetPlugin, net, step, 0),
+            rec(140, OP_STOP, EventKind::NetPlugin, net, 0, 0),
+            // Ring 0: the proxy thread.
+            rec(100, OP_START, EventKind::ProxyOp, op, 0, 0),
+            rec(110, OP_STATE, EventKind::ProxyOp, op, 0, in_progress),
+            rec(120, OP_START, EventKind::ProxyStep, step, op, 0),
+            rec(150, OP_STATE, EventKind::ProxyStep, step, 4096, send_wait),
+            rec(160, OP_STOP, EventKind::ProxyStep, step, 0, 0),
+            rec(170, OP_STOP, EventKind::ProxyOp, op, 0, 0),
+        ];
+        c.pass(items.as_slice(), false);
+        assert_eq!(c.deferred(), 0);
+        c.end_pass(200);
+        let mut out = Vec::new();
+        c.take(&mut out);
+        let net_rec = out
+            .iter()
+            .find(|r| r.kind == EventKind::NetPlugin as u8)
+            .expect("the NetPlugin event completed");
+        assert_eq!(net_rec.parent, step);
+        assert!(!net_rec.has(F_PARENT_UNKNOWN));
+        let step_rec = out
+            .iter()
+            .find(|r| r.kind == EventKind::ProxyStep as u8)
+            .expect("the step completed");
+        assert!(step_rec.has(F_END_KNOWN) && !step_rec.has(F_PARENT_UNKNOWN));
         assert_eq!(c.open_events(), 0);
     }
 

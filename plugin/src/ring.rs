@@ -131,6 +131,24 @@ impl Ring {
         unsafe { self.slots.add((i & self.mask) as usize).read() }
     }
 
+    /// Drain side: the records with sequence numbers `t..h` (within `readable`) where they
+    /// are, as the part up to the ring's end and the part that wrapped to its start. They stay
+    /// valid until the drain releases them: use them before `release(h)`.
+    pub fn slices(&self, t: u64, h: u64) -> (&[Raw], &[Raw]) {
+        let capacity = self.mask + 1;
+        let len = h.wrapping_sub(t).min(capacity) as usize;
+        let start = (t & self.mask) as usize;
+        let first = len.min(capacity as usize - start);
+        // SAFETY: t..h is between tail and head: published by the producer, which writes no
+        // slot of it again until tail moves past it; both parts lie inside the allocation.
+        unsafe {
+            (
+                std::slice::from_raw_parts(self.slots.add(start), first),
+                std::slice::from_raw_parts(self.slots, len - first),
+            )
+        }
+    }
+
     /// Drain side: release records up to `upto`.
     pub fn release(&self, upto: u64) {
         self.tail.0.store(upto, Ordering::Release);
@@ -387,6 +405,44 @@ mod tests {
         assert_eq!(r.get(t), rec);
         r.release(h);
         assert!(r.push(&rec));
+    }
+
+    #[test]
+    fn slices_give_the_readable_records_in_order_across_the_wrap() {
+        let p = pool();
+        std::thread::spawn(move || {
+            let r = p.mine().unwrap();
+            let rec = |ts| Raw {
+                ts,
+                kind: 1,
+                ..Default::default()
+            };
+            // 40 in and out, then 50 more: slots 40..63 and 0..25 (64 slots).
+            for ts in 1..=40 {
+                assert!(r.push(&rec(ts)));
+            }
+            let (t, h) = r.readable();
+            let (a, b) = r.slices(t, h);
+            assert_eq!((a.len(), b.len()), (40, 0));
+            r.release(h);
+            for ts in 41..=90 {
+                assert!(r.push(&rec(ts)));
+            }
+            let (t, h) = r.readable();
+            let (a, b) = r.slices(t, h);
+            assert_eq!((a.len(), b.len()), (24, 26));
+            let got: Vec<u64> = a.iter().chain(b).map(|x| x.ts).collect();
+            assert_eq!(got, (41..=90).collect::<Vec<_>>());
+            assert_eq!(a[0], r.get(t));
+            assert_eq!(b[25], r.get(h - 1));
+            // A part of the range past the wrap: one contiguous part.
+            let (a, b) = r.slices(t + 30, h);
+            assert_eq!((a.len(), b.len()), (20, 0));
+            assert_eq!((a[0].ts, a[19].ts), (71, 90));
+            r.release(h);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -26,7 +26,8 @@ use ncclprof_shared::wire::{
 
 use crate::Plugin;
 use crate::clock::{Calibration, now_raw};
-use crate::completion::{Completion, Item};
+use crate::completion::{Completion, Item, PassRecords};
+use crate::ring::Raw;
 use crate::ring::Ring;
 
 /// Messages to the drain thread.
@@ -60,8 +61,8 @@ const EVENTS_EVERY_NS: u64 = 10_000_000;
 const SUMMARY_EVERY_NS: u64 = 250_000_000;
 /// Ring bytes the drain faults in per pass, over all rings (`Ring::populate_ahead`).
 const POPULATE_PER_PASS: usize = 4 << 20;
-/// Records one drain pass reads, over all rings (see `Drain::pass`): 80 B each in the pass
-/// buffer, so about 10 MiB.
+/// Records one drain pass reads, over all rings (see `Drain::pass`): a pass is then at most
+/// a few milliseconds of work between two sends (8 MiB of ring slots).
 const PASS_RECORDS: u64 = 1 << 17;
 
 /// What one drain pass did.
@@ -74,6 +75,45 @@ struct Pass {
     stopped_at_cut: bool,
     /// Raw time everything was read up to.
     cut: u64,
+}
+
+/// A drain pass's records where NCCL's threads wrote them: each ring's slots `first..end`
+/// (unreleased until the pass is over), converted to an [`Item`] (host ns, the context's
+/// rank, its wire id) only when completion takes one.
+struct InRings<'a> {
+    ranges: &'a [(&'static Ring, u64, u64)],
+    cal: &'a Calibration,
+    p: &'static Plugin,
+}
+
+impl PassRecords for InRings<'_> {
+    #[inline]
+    fn visit(&self, mut take: impl FnMut(&Raw) -> bool, mut f: impl FnMut(&Item)) {
+        let p = self.p;
+        let mut each = |raws: &[Raw]| {
+            for r in raws {
+                if !take(r) {
+                    continue;
+                }
+                let rank = p
+                    .contexts
+                    .get(r.ctx)
+                    .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+                let mut raw = *r;
+                raw.ctx = p.contexts.wire_id(r.ctx);
+                f(&Item {
+                    ns: self.cal.to_ns(raw.ts),
+                    raw,
+                    rank,
+                });
+            }
+        };
+        for &(ring, first, end) in self.ranges {
+            let (a, b) = ring.slices(first, end);
+            each(a);
+            each(b);
+        }
+    }
 }
 
 /// The communicators of this process, for Meta frames and the entry file.
@@ -129,8 +169,6 @@ pub struct Drain {
     last_calibration: u64,
     mask_changes_seen: u32,
     last_requested: u32,
-    /// Reused buffer of the records read in a pass.
-    items: Vec<Item>,
     /// Reused buffer of the rings read in a pass: (ring, first, end) sequence numbers.
     ranges: Vec<(&'static Ring, u64, u64)>,
 }
@@ -188,7 +226,6 @@ impl Drain {
             last_calibration: monotonic_ns(),
             mask_changes_seen: 0,
             last_requested: p.control.wanted(),
-            items: Vec::with_capacity(PASS_RECORDS as usize + 1024),
             ranges: Vec::new(),
         }
     }
@@ -197,19 +234,17 @@ impl Drain {
     ///
     /// A pass reads at most about [`PASS_RECORDS`] records: with many busy threads the
     /// backlog of every ring together reached millions of records, and reading it whole grew
-    /// the pass buffer to hundreds of MB (copies and page faults, 80 B per record). Where a
-    /// ring holds more than its share, the pass stops every ring at the same time cut — the
+    /// the pass buffer of the time to hundreds of MB (copies and page faults). Where a ring
+    /// holds more than its share, the pass stops every ring at the same time cut — the
     /// timestamp of the last record taken from the most-truncated ring — so a child's parent,
     /// captured before it on the shared invariant clock, is always in the same pass or an
-    /// earlier one.
+    /// earlier one. Completion reads the records where they are ([`InRings`]); the rings
+    /// are released after it.
     fn pass(&mut self) -> Pass {
         let p = self.p;
         let kernel_on = p.control.in_force() & EventKind::KernelCh.bit() != 0;
-        // Snapshot every ring's readable range first, then process starts, then the rest.
         let mut ranges = std::mem::take(&mut self.ranges);
         ranges.clear();
-        let mut items = std::mem::take(&mut self.items);
-        items.clear();
         let mut behind = false;
         // Fault in pages of new rings before their threads reach them (see `ring`): 4 MiB a
         // pass bounds the pass's delay to about a millisecond and still outruns any producer.
@@ -243,30 +278,26 @@ impl Drain {
             .map(|(ring, t, _)| ring.get(t + share - 1).ts)
             .min();
         let cut = share_cut.unwrap_or(u64::MAX).min(snapshot_ts);
-        let mut net_plugin = false;
+        // Each ring's records are in time order (one thread, one clock): its part of the pass
+        // ends before its first record stamped after the cut.
+        let mut read = 0;
         for (ring, t, h) in ranges.iter_mut() {
-            let mut i = *t;
-            while i < *h {
-                let mut raw = ring.get(i);
-                if raw.ts > cut {
-                    break;
-                }
-                let rank = p
-                    .contexts
-                    .get(raw.ctx)
-                    .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
-                raw.ctx = p.contexts.wire_id(raw.ctx);
-                net_plugin |= raw.kind == EventKind::NetPlugin as u8;
-                items.push(Item {
-                    ns: self.cal.to_ns(raw.ts),
-                    raw,
-                    rank,
-                });
-                i += 1;
+            let (a, b) = ring.slices(*t, *h);
+            let mut n = a.partition_point(|r| r.ts <= cut);
+            if n == a.len() {
+                n += b.partition_point(|r| r.ts <= cut);
             }
-            *h = i;
+            *h = *t + n as u64;
+            read += n;
         }
-        self.completion.pass_known(&items, kernel_on, net_plugin);
+        self.completion.pass(
+            &InRings {
+                ranges: &ranges,
+                cal: &self.cal,
+                p,
+            },
+            kernel_on,
+        );
         for &(ring, _, end) in &ranges {
             ring.release(end);
             p.rings.recycle_if_retired(ring);
@@ -278,10 +309,8 @@ impl Drain {
         let horizon = self.cal.to_ns(cut).min(monotonic_ns());
         self.completion.end_pass(horizon);
         self.completion.take(&mut self.history);
-        let n = items.len();
-        self.items = items;
         Pass {
-            read: n,
+            read,
             behind,
             stopped_at_cut: share_cut.is_some(),
             cut,
