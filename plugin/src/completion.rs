@@ -255,8 +255,8 @@ impl Completion {
         self.out.push(rec);
     }
 
-    /// One drain pass over the records read from all rings: first every start (records
-    /// deferred by the previous pass first), then every state and stop.
+    /// One drain pass over the records read from all rings: first every new start, then the
+    /// records deferred by the previous pass (starts first), then every new state and stop.
     ///
     /// ProxySteps, most records, are the exception when no NetPlugin event is in the pass:
     /// their starts are taken with their states and stops, in ring order. A step's parent
@@ -267,7 +267,8 @@ impl Completion {
     /// slots and went to the hash table (with 4 producer threads, more than one step in
     /// eight). When a NetPlugin record is in the pass, steps start in phase A after every
     /// other start, and NetPlugin events after the steps (nothing but a NetPlugin event has
-    /// a step for parent, and nothing has a NetPlugin event for parent).
+    /// a step for parent, and nothing has a NetPlugin event for parent). With the table full
+    /// (`max_open`), what starts later in this order is what is dropped.
     pub fn pass(&mut self, records: &(impl PassRecords + ?Sized), kernel_on: bool) {
         let mut carried = std::mem::take(&mut self.deferred);
         self.deferred_ids.clear();

@@ -131,16 +131,26 @@ impl Ring {
         unsafe { self.slots.add((i & self.mask) as usize).read() }
     }
 
-    /// Drain side: the records with sequence numbers `t..h` (within `readable`) where they
-    /// are, as the part up to the ring's end and the part that wrapped to its start. They stay
-    /// valid until the drain releases them: use them before `release(h)`.
-    pub fn slices(&self, t: u64, h: u64) -> (&[Raw], &[Raw]) {
+    /// Drain side: the records with sequence numbers `t..h` where they are, as the part up
+    /// to the ring's end and the part that wrapped to its start.
+    ///
+    /// # Safety
+    /// `t..h` must lie within what [`Ring::readable`] returned, and the slices must not be
+    /// used after the drain releases those records ([`Ring::release`]): from then on the
+    /// producer may overwrite them. (Their lifetime is the ring's, which the compiler cannot
+    /// tie to the release.)
+    pub unsafe fn slices(&self, t: u64, h: u64) -> (&[Raw], &[Raw]) {
         let capacity = self.mask + 1;
+        debug_assert!(
+            h.wrapping_sub(t) <= capacity,
+            "{t}..{h} is not a readable range"
+        );
         let len = h.wrapping_sub(t).min(capacity) as usize;
         let start = (t & self.mask) as usize;
         let first = len.min(capacity as usize - start);
-        // SAFETY: t..h is between tail and head: published by the producer, which writes no
-        // slot of it again until tail moves past it; both parts lie inside the allocation.
+        // SAFETY: t..h is between tail and head (the caller's contract): published by the
+        // producer, which writes no slot of it again until tail moves past it; both parts lie
+        // inside the allocation.
         unsafe {
             (
                 std::slice::from_raw_parts(self.slots.add(start), first),
@@ -422,21 +432,24 @@ mod tests {
                 assert!(r.push(&rec(ts)));
             }
             let (t, h) = r.readable();
-            let (a, b) = r.slices(t, h);
+            // SAFETY: a readable range, used before its release.
+            let (a, b) = unsafe { r.slices(t, h) };
             assert_eq!((a.len(), b.len()), (40, 0));
             r.release(h);
             for ts in 41..=90 {
                 assert!(r.push(&rec(ts)));
             }
             let (t, h) = r.readable();
-            let (a, b) = r.slices(t, h);
+            // SAFETY: a readable range, used before its release.
+            let (a, b) = unsafe { r.slices(t, h) };
             assert_eq!((a.len(), b.len()), (24, 26));
             let got: Vec<u64> = a.iter().chain(b).map(|x| x.ts).collect();
             assert_eq!(got, (41..=90).collect::<Vec<_>>());
             assert_eq!(a[0], r.get(t));
             assert_eq!(b[25], r.get(h - 1));
             // A part of the range past the wrap: one contiguous part.
-            let (a, b) = r.slices(t + 30, h);
+            // SAFETY: as above.
+            let (a, b) = unsafe { r.slices(t + 30, h) };
             assert_eq!((a.len(), b.len()), (20, 0));
             assert_eq!((a[0].ts, a[19].ts), (71, 90));
             r.release(h);

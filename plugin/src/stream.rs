@@ -109,7 +109,9 @@ impl PassRecords for InRings<'_> {
             }
         };
         for &(ring, first, end) in self.ranges {
-            let (a, b) = ring.slices(first, end);
+            // SAFETY: `Drain::pass` took `first..end` from `readable` and releases it only
+            // after completion's pass, which these slices do not outlive.
+            let (a, b) = unsafe { ring.slices(first, end) };
             each(a);
             each(b);
         }
@@ -234,7 +236,7 @@ impl Drain {
     ///
     /// A pass reads at most about [`PASS_RECORDS`] records: with many busy threads the
     /// backlog of every ring together reached millions of records, and reading it whole grew
-    /// the pass buffer of the time to hundreds of MB (copies and page faults). Where a ring
+    /// a pass buffer (since removed) to hundreds of MB (copies and page faults). Where a ring
     /// holds more than its share, the pass stops every ring at the same time cut — the
     /// timestamp of the last record taken from the most-truncated ring — so a child's parent,
     /// captured before it on the shared invariant clock, is always in the same pass or an
@@ -272,20 +274,30 @@ impl Drain {
             ranges.push((ring, t, h));
         }
         let share = (PASS_RECORDS / ranges.len().max(1) as u64).max(1024);
+        // (stamp, index in `ranges`) of the most-truncated ring's last record in its share.
         let share_cut = ranges
             .iter()
-            .filter(|(_, t, h)| h - t > share)
-            .map(|(ring, t, _)| ring.get(t + share - 1).ts)
+            .enumerate()
+            .filter(|(_, (_, t, h))| h - t > share)
+            .map(|(i, (ring, t, _))| (ring.get(t + share - 1).ts, i))
             .min();
-        let cut = share_cut.unwrap_or(u64::MAX).min(snapshot_ts);
+        let cut = share_cut.map_or(u64::MAX, |(ts, _)| ts).min(snapshot_ts);
+        // The ring whose record set the cut takes at least its share, whatever its stamps: a
+        // clock that stepped back (a thread moved to a core whose counter is behind) could
+        // otherwise leave every ring taking nothing at the same cut, pass after pass.
+        let cut_ring = share_cut.filter(|&(ts, _)| ts == cut).map(|(_, i)| i);
         // Each ring's records are in time order (one thread, one clock): its part of the pass
         // ends before its first record stamped after the cut.
         let mut read = 0;
-        for (ring, t, h) in ranges.iter_mut() {
-            let (a, b) = ring.slices(*t, *h);
+        for (i, (ring, t, h)) in ranges.iter_mut().enumerate() {
+            // SAFETY: `t..h` came from `readable` just above; the slices die in this loop.
+            let (a, b) = unsafe { ring.slices(*t, *h) };
             let mut n = a.partition_point(|r| r.ts <= cut);
             if n == a.len() {
                 n += b.partition_point(|r| r.ts <= cut);
+            }
+            if cut_ring == Some(i) {
+                n = n.max(share as usize);
             }
             *h = *t + n as u64;
             read += n;
@@ -748,4 +760,82 @@ pub fn spawn(p: &'static Plugin, cal: Calibration) -> std::io::Result<Sender<Dra
             }));
         })?;
     Ok(to_drain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::{OP_STATE, RingPool};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+
+    fn plugin(ring_slots: usize) -> &'static Plugin {
+        let config = crate::config::Config::from_env();
+        Box::leak(Box::new(Plugin {
+            control: crate::control::Control::new(config.mask),
+            rings: RingPool::new(2, ring_slots).unwrap(),
+            strings: crate::intern::Interner::new(),
+            contexts: crate::context::Contexts::new(),
+            pid: std::process::id(),
+            host: "test".into(),
+            cmdline: String::new(),
+            api_version: AtomicU32::new(0),
+            live_comms: AtomicU32::new(0),
+            unknown_types: AtomicU64::new(0),
+            viewer_slow: AtomicU64::new(0),
+            frames_sent: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            server_name: Mutex::new(String::new()),
+            dump_prefix: Mutex::new(None),
+            to_drain: Mutex::new(None),
+            config,
+        }))
+    }
+
+    /// A ring whose stamps stepped back (its thread moved to a core whose counter is behind)
+    /// must not stall the drain: the ring that sets the time cut takes at least its share,
+    /// and pass after pass everything is read and released.
+    #[test]
+    fn a_ring_whose_clock_stepped_back_is_still_read_to_the_end() {
+        let p = plugin(1 << 18);
+        let total = PASS_RECORDS + 5_000;
+        std::thread::spawn(move || {
+            let ring = p.rings.mine().unwrap();
+            for i in 0..total {
+                // The first 3/4 of the pass's share are stamped after the rest, so the cut
+                // (the stamp of the share's last record) is earlier than the ring's first
+                // record: taken by stamp alone, the ring would give nothing, at every pass.
+                let ts = if i < PASS_RECORDS / 4 * 3 {
+                    1 << 40
+                } else {
+                    1_000 + i
+                };
+                let raw = Raw {
+                    ts,
+                    id: i + 1,
+                    op: OP_STATE,
+                    kind: EventKind::ProxyStep as u8,
+                    ctx: u32::MAX,
+                    ..Raw::default()
+                };
+                assert!(ring.push(&raw));
+            }
+        })
+        .join()
+        .unwrap();
+        let (frames, _frames_rx) = crossbeam_channel::unbounded();
+        let (_spare_tx, spare) = crossbeam_channel::unbounded();
+        let (slot, _slot_rx) = crossbeam_channel::unbounded();
+        let mut drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
+        let first = drain.pass();
+        assert!(first.stopped_at_cut);
+        assert!(first.read as u64 >= PASS_RECORDS, "read {}", first.read);
+        let mut read = first.read as u64;
+        for _ in 0..4 {
+            read += drain.pass().read as u64;
+        }
+        assert_eq!(read, total);
+        assert_eq!(p.rings.unread(), 0);
+    }
 }
