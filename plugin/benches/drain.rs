@@ -4,14 +4,24 @@
 //! four (each pass holds every ring's share, as the drain reads them). Single thread, as in
 //! the plugin.
 //!
+//!
+//! Two sources per configuration: the records in a slice of `Item`s (completion alone), and
+//! the same records pushed into real capture rings and read where they are, as the drain does
+//! (`stream::InRings`: host-time conversion and context lookups included; the pushes are not
+//! timed).
+//!
 //! Run: `cargo bench -p ncclprof-plugin --bench drain` (`DRAIN_RINGS=1` or `4` for one
-//! configuration, `DRAIN_PASS` records per pass, default 65 536).
+//! configuration, `DRAIN_FROM=items` or `rings` for one source, `DRAIN_PASS` records per
+//! pass, default 65 536).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use nccl_profiler_ncclprof::clock::{Calibration, now_raw};
 use nccl_profiler_ncclprof::completion::{Completion, Item};
+use nccl_profiler_ncclprof::context::Contexts;
 use nccl_profiler_ncclprof::handle;
-use nccl_profiler_ncclprof::ring::{OP_START, OP_STATE, OP_STOP, Raw};
+use nccl_profiler_ncclprof::ring::{OP_START, OP_STATE, OP_STOP, Raw, Ring, RingPool};
+use nccl_profiler_ncclprof::stream::InRings;
 use ncclprof_shared::kind::{EventKind, state};
 
 fn main() {
@@ -24,9 +34,37 @@ fn main() {
         |_| vec![1, 4],
         |v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
     );
+    let from = std::env::var("DRAIN_FROM").unwrap_or_default();
     for r in rings {
-        run(r.max(1));
+        for source in [Source::Items, Source::Rings] {
+            if from.is_empty() || from == source.name() {
+                run(r.max(1), source);
+            }
+        }
     }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    Items,
+    Rings,
+}
+
+impl Source {
+    fn name(self) -> &'static str {
+        match self {
+            Source::Items => "items",
+            Source::Rings => "rings",
+        }
+    }
+}
+
+/// Capture rings for the `rings` source, one per simulated proxy thread (made once: their
+/// pages stay faulted in from round to round, as a running job's do).
+fn pool(rings: u32) -> &'static RingPool {
+    Box::leak(Box::new(
+        RingPool::new(rings as usize, PASS.max(1 << 16)).expect("map the capture rings"),
+    ))
 }
 
 /// Records per drain pass: about what the plugin's drain reads per pass when it runs behind at
@@ -36,7 +74,7 @@ const PASS: usize = 65_536;
 
 /// `rings` proxy threads' records, each ring's in its own blocks of a pass as the drain reads
 /// them (ring 0's share, then ring 1's, …).
-fn run(rings: u32) {
+fn run(rings: u32, source: Source) {
     let mut seq = vec![0u64; rings as usize];
     let ts = std::cell::Cell::new(1_000_000u64);
     let ring = std::cell::Cell::new(0u32);
@@ -123,6 +161,13 @@ fn run(rings: u32) {
     let mut c = Completion::new(262_144, 1000, 0.0);
     let mut out = Vec::new();
     let mut best = 0.0f64;
+    // The rings source stamps records as NCCL's threads do (raw counter ticks from now on) and
+    // converts them with the drain's calibration.
+    let cal = Calibration::start(false);
+    let base = now_raw();
+    let contexts = Contexts::new();
+    let pool = (source == Source::Rings).then(|| pool(rings));
+    let mut ranges: Vec<(&'static Ring, u64, u64)> = Vec::new();
     for round in 0..5 {
         // Each ring's records, then passes of `PASS` records made of each ring's next share.
         let mut per_ring: Vec<Vec<Item>> = Vec::new();
@@ -150,22 +195,62 @@ fn run(rings: u32) {
             at += share;
         }
         let n: usize = passes.iter().map(Vec::len).sum();
-        let t0 = Instant::now();
-        for pass in &passes {
-            c.pass(pass.as_slice(), true);
-            c.end_pass(ts.get());
-            c.take(&mut out);
-            out.clear();
+        let mut busy = Duration::ZERO;
+        match pool {
+            None => {
+                let t0 = Instant::now();
+                for pass in &passes {
+                    c.pass(pass.as_slice(), true);
+                    c.end_pass(ts.get());
+                    c.take(&mut out);
+                    out.clear();
+                }
+                busy = t0.elapsed();
+            }
+            Some(pool) => {
+                for pass in &passes {
+                    // Untimed: what NCCL's threads did. Each ring gets its own records (their
+                    // ids carry the ring index); one producer per ring, here this thread.
+                    for it in pass {
+                        let ring = &pool.rings()[handle::ring_of(it.raw.id) as usize];
+                        let raw = Raw {
+                            ts: base + it.raw.ts,
+                            ..it.raw
+                        };
+                        assert!(ring.push(&raw), "ring full: pass larger than a ring");
+                    }
+                    ranges.clear();
+                    for ring in pool.rings() {
+                        let (t, h) = ring.readable();
+                        if h > t {
+                            ranges.push((ring, t, h));
+                        }
+                    }
+                    let t0 = Instant::now();
+                    // SAFETY: readable ranges, released below after the pass.
+                    let records = unsafe { InRings::new(&ranges, &cal, &contexts) };
+                    c.pass(&records, true);
+                    for &(ring, _, h) in &ranges {
+                        ring.release(h);
+                    }
+                    c.end_pass(cal.to_ns(base + ts.get()));
+                    c.take(&mut out);
+                    out.clear();
+                    busy += t0.elapsed();
+                }
+            }
         }
-        let rate = n as f64 / t0.elapsed().as_secs_f64();
+        let rate = n as f64 / busy.as_secs_f64();
         best = best.max(rate);
         println!(
-            "{rings} ring(s), round {round}: {:.2} M raw records/s ({n} records)",
+            "{rings} ring(s) from {}, round {round}: {:.2} M raw records/s ({n} records)",
+            source.name(),
             rate / 1e6
         );
     }
     println!(
-        "drain, {rings} ring(s): best {:.2} M raw records/s",
+        "drain, {rings} ring(s) from {}: best {:.2} M raw records/s",
+        source.name(),
         best / 1e6
     );
 }

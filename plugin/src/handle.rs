@@ -27,6 +27,12 @@ pub fn kind_of(id: u64) -> Option<EventKind> {
     EventKind::from_u8(k - 1)
 }
 
+/// The capture ring an id was issued from.
+#[inline(always)]
+pub fn ring_of(id: u64) -> u32 {
+    ((id >> RING_SHIFT) & 0x7FF) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,6 +44,8 @@ mod tests {
             assert_ne!(id, 0);
             assert_eq!(kind_of(id), Some(k));
             assert_eq!(kind_of(make(k, 0, 1)), Some(k));
+            assert_eq!(ring_of(id), 2047);
+            assert_eq!(ring_of(make(k, 5, 1)), 5);
         }
         assert_eq!(kind_of(0x1234), None);
         assert_eq!(kind_of(u64::MAX), None);

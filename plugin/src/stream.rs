@@ -27,6 +27,7 @@ use ncclprof_shared::wire::{
 use crate::Plugin;
 use crate::clock::{Calibration, now_raw};
 use crate::completion::{Completion, Item, PassRecords};
+use crate::context::Contexts;
 use crate::ring::Raw;
 use crate::ring::Ring;
 
@@ -80,27 +81,43 @@ struct Pass {
 /// A drain pass's records where NCCL's threads wrote them: each ring's slots `first..end`
 /// (unreleased until the pass is over), converted to an [`Item`] (host ns, the context's
 /// rank, its wire id) only when completion takes one.
-struct InRings<'a> {
+pub struct InRings<'a> {
     ranges: &'a [(&'static Ring, u64, u64)],
     cal: &'a Calibration,
-    p: &'static Plugin,
+    contexts: &'a Contexts,
+}
+
+impl<'a> InRings<'a> {
+    /// # Safety
+    /// Every `(ring, first, end)` must be a range [`Ring::readable`] returned, not released
+    /// before the last use of this value (see [`Ring::slices`]).
+    pub unsafe fn new(
+        ranges: &'a [(&'static Ring, u64, u64)],
+        cal: &'a Calibration,
+        contexts: &'a Contexts,
+    ) -> InRings<'a> {
+        InRings {
+            ranges,
+            cal,
+            contexts,
+        }
+    }
 }
 
 impl PassRecords for InRings<'_> {
     #[inline]
     fn visit(&self, mut take: impl FnMut(&Raw) -> bool, mut f: impl FnMut(&Item)) {
-        let p = self.p;
+        let contexts = self.contexts;
         let mut each = |raws: &[Raw]| {
             for r in raws {
                 if !take(r) {
                     continue;
                 }
-                let rank = p
-                    .contexts
+                let rank = contexts
                     .get(r.ctx)
                     .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
                 let mut raw = *r;
-                raw.ctx = p.contexts.wire_id(r.ctx);
+                raw.ctx = contexts.wire_id(r.ctx);
                 f(&Item {
                     ns: self.cal.to_ns(raw.ts),
                     raw,
@@ -109,8 +126,8 @@ impl PassRecords for InRings<'_> {
             }
         };
         for &(ring, first, end) in self.ranges {
-            // SAFETY: `Drain::pass` took `first..end` from `readable` and releases it only
-            // after completion's pass, which these slices do not outlive.
+            // SAFETY: readable ranges, not released while this value lives (`new`'s
+            // contract); the slices do not outlive this call.
             let (a, b) = unsafe { ring.slices(first, end) };
             each(a);
             each(b);
@@ -302,14 +319,9 @@ impl Drain {
             *h = *t + n as u64;
             read += n;
         }
-        self.completion.pass(
-            &InRings {
-                ranges: &ranges,
-                cal: &self.cal,
-                p,
-            },
-            kernel_on,
-        );
+        // SAFETY: `ranges` are readable ranges, released only below, after the pass.
+        let records = unsafe { InRings::new(&ranges, &self.cal, &p.contexts) };
+        self.completion.pass(&records, kernel_on);
         for &(ring, _, end) in &ranges {
             ring.release(end);
             p.rings.recycle_if_retired(ring);
