@@ -93,7 +93,9 @@ impl Open {
     }
 }
 
-/// One raw record with its host time and its context's rank.
+/// One raw record with its host time; a start also with its context's rank and the
+/// context's wire id in `raw.ctx` (states and stops name no context: completion reads
+/// neither from them).
 #[derive(Clone, Copy, Debug)]
 pub struct Item {
     pub raw: Raw,
