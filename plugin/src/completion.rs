@@ -93,9 +93,9 @@ impl Open {
     }
 }
 
-/// One raw record with its host time; a start also with its context's rank and the
-/// context's wire id in `raw.ctx` (states and stops name no context: completion reads
-/// neither from them).
+/// One raw record with its host time and, for a start, its context's rank and the context's
+/// wire id in `raw.ctx` (states and stops name no context: completion reads neither from
+/// them). What a deferred record is kept as, and what tests and benches feed a pass.
 #[derive(Clone, Copy, Debug)]
 pub struct Item {
     pub raw: Raw,
@@ -108,17 +108,19 @@ pub struct Item {
 /// into a pass buffer as an [`Item`] first was a third of the drain's time. Tests and
 /// benches pass a slice of items.
 pub trait PassRecords {
-    /// Call `f` with every record `take` accepts, as an [`Item`] (host time, rank). `take`
-    /// sees only the raw record, so the records it passes over are not converted.
-    fn visit(&self, take: impl FnMut(&Raw) -> bool, f: impl FnMut(&Item));
+    /// Call `f` with every record `take` accepts, its host time and, for a start, its
+    /// context's rank (-1 otherwise). `take` sees only the raw record, so the records it
+    /// passes over are not converted. A state or stop is handed over where it lies; a start
+    /// as a copy whose `ctx` is the context's wire id.
+    fn visit(&self, take: impl FnMut(&Raw) -> bool, f: impl FnMut(&Raw, u64, i32));
 }
 
 impl PassRecords for [Item] {
     #[inline]
-    fn visit(&self, mut take: impl FnMut(&Raw) -> bool, mut f: impl FnMut(&Item)) {
+    fn visit(&self, mut take: impl FnMut(&Raw) -> bool, mut f: impl FnMut(&Raw, u64, i32)) {
         for it in self {
             if take(&it.raw) {
-                f(it);
+                f(&it.raw, it.ns, it.rank);
             }
         }
     }
@@ -289,7 +291,7 @@ impl Completion {
                 net_in_pass |= r.kind == net;
                 r.op == OP_START && r.kind != step && r.kind != net
             },
-            |it| self.start(it, kernel_on, false),
+            |r, ns, rank| self.start(r, ns, rank, kernel_on, false),
         );
         let steps_in_order = !net_in_pass && !holds_net_plugin(&carried);
         if !steps_in_order {
@@ -298,13 +300,13 @@ impl Completion {
             for kind in [step, net] {
                 records.visit(
                     |r| r.op == OP_START && r.kind == kind,
-                    |it| self.start(it, kernel_on, false),
+                    |r, ns, rank| self.start(r, ns, rank, kernel_on, false),
                 );
             }
         }
         let mut carried_starts = false;
         for it in carried.iter().filter(|i| i.raw.op == OP_START) {
-            self.start(it, kernel_on, true);
+            self.start(&it.raw, it.ns, it.rank, kernel_on, true);
             carried_starts = true;
         }
         // A new record deferred above may have had its parent among the carried starts (a
@@ -317,21 +319,20 @@ impl Completion {
             for it in waiting {
                 if it.raw.op == OP_START && self.parent_open(&it.raw) {
                     self.deferred_ids.remove(&it.raw.id);
-                    self.start(&it, kernel_on, true);
+                    self.start(&it.raw, it.ns, it.rank, kernel_on, true);
                 } else {
                     self.deferred.push(it);
                 }
             }
         }
         for it in carried.iter().filter(|i| i.raw.op != OP_START) {
-            self.state_or_stop(it, true);
+            self.state_or_stop(&it.raw, it.ns, true);
         }
         records.visit(
             |r| r.op != OP_START || (steps_in_order && r.kind == step),
-            |it| {
-                let r = &it.raw;
+            |r, ns, rank| {
                 if r.op == OP_START {
-                    self.start(it, kernel_on, false); // a step, in ring order (see above)
+                    self.start(r, ns, rank, kernel_on, false); // a step, in ring order (see above)
                     return;
                 }
                 // Most records are a state of an open step: handled here, without the general
@@ -342,17 +343,17 @@ impl Completion {
                     if r.op == OP_STATE
                         && let Some(rec) = self.steps_open.get_mut(r.id)
                     {
-                        step_state(rec, u32::from(r.state), r.parent, it.ns);
+                        step_state(rec, u32::from(r.state), r.parent, ns);
                         return;
                     }
                     if r.op == OP_STOP
                         && let Some(rec) = self.steps_open.remove(r.id)
                     {
-                        self.step_stopped(rec, it.ns);
+                        self.step_stopped(rec, ns);
                         return;
                     }
                 }
-                self.state_or_stop(it, false);
+                self.state_or_stop(r, ns, false);
             },
         );
     }
@@ -372,8 +373,8 @@ impl Completion {
     /// Phase A: a start record; `kernel_on` = KernelCh bit in force. A start whose parent is
     /// not known yet is deferred once (`retry` = this is the second try): the parent may sit
     /// in another thread's ring beyond this pass's snapshot.
-    fn start(&mut self, it: &Item, kernel_on: bool, retry: bool) {
-        let (r, ns, ctx) = (&it.raw, it.ns, CtxInfo { rank: it.rank });
+    fn start(&mut self, r: &Raw, ns: u64, rank: i32, kernel_on: bool, retry: bool) {
+        let ctx = CtxInfo { rank };
         let Some(kind) = EventKind::from_u8(r.kind) else {
             return;
         };
@@ -394,7 +395,7 @@ impl Completion {
             && !retry
             && crate::handle::kind_of(r.parent).is_some()
         {
-            self.deferred.push(*it);
+            self.deferred.push(Item { raw: *r, ns, rank });
             self.deferred_ids.insert(r.id);
             return;
         }
@@ -588,10 +589,13 @@ impl Completion {
     }
 
     /// Phase B: a state or stop record (deferred with its start if that was deferred).
-    fn state_or_stop(&mut self, it: &Item, retry: bool) {
-        let (r, ns) = (&it.raw, it.ns);
+    fn state_or_stop(&mut self, r: &Raw, ns: u64, retry: bool) {
         if !retry && !self.deferred_ids.is_empty() && self.deferred_ids.contains(&r.id) {
-            self.deferred.push(*it);
+            self.deferred.push(Item {
+                raw: *r,
+                ns,
+                rank: -1,
+            });
             return;
         }
         if r.op == OP_STOP {
