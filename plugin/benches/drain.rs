@@ -4,11 +4,12 @@
 //! four (each pass holds every ring's share, as the drain reads them). Single thread, as in
 //! the plugin.
 //!
-//!
 //! Two sources per configuration: the records in a slice of `Item`s (completion alone), and
 //! the same records pushed into real capture rings and read where they are, as the drain does
 //! (`stream::InRings`: host-time conversion and context lookups included; the pushes are not
-//! timed).
+//! timed). The records are 50 time units apart: ns in the slice, counter ticks in the rings
+//! (≈ 17–25 ns on a TSC), so the completion timeouts and sweeps land alike on x86 and less so
+//! on a slow Arm counter. Each source prints the events it completed, which must agree.
 //!
 //! Run: `cargo bench -p ncclprof-plugin --bench drain` (`DRAIN_RINGS=1` or `4` for one
 //! configuration, `DRAIN_FROM=items` or `rings` for one source, `DRAIN_PASS` records per
@@ -59,12 +60,21 @@ impl Source {
     }
 }
 
-/// Capture rings for the `rings` source, one per simulated proxy thread (made once: their
-/// pages stay faulted in from round to round, as a running job's do).
-fn pool(rings: u32) -> &'static RingPool {
+/// Capture rings for the `rings` source, one per simulated proxy thread, each holding its
+/// share of a pass (made once: their pages stay faulted in from round to round, as a running
+/// job's do).
+fn pool(rings: u32, share: usize) -> &'static RingPool {
     Box::leak(Box::new(
-        RingPool::new(rings as usize, PASS.max(1 << 16)).expect("map the capture rings"),
+        RingPool::new(rings as usize, share).expect("map the capture rings"),
     ))
+}
+
+/// Records per pass (`DRAIN_PASS`, default [`PASS`]).
+fn pass_records() -> usize {
+    std::env::var("DRAIN_PASS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PASS)
 }
 
 /// Records per drain pass: about what the plugin's drain reads per pass when it runs behind at
@@ -166,7 +176,10 @@ fn run(rings: u32, source: Source) {
     let cal = Calibration::start(false);
     let base = now_raw();
     let contexts = Contexts::new();
-    let pool = (source == Source::Rings).then(|| pool(rings));
+    let pass_records = pass_records();
+    let share = (pass_records / rings as usize).max(1);
+    let pool = (source == Source::Rings).then(|| pool(rings, share));
+    let mut completed = 0usize;
     let mut ranges: Vec<(&'static Ring, u64, u64)> = Vec::new();
     for round in 0..5 {
         // Each ring's records, then passes of `PASS` records made of each ring's next share.
@@ -179,11 +192,6 @@ fn run(rings: u32, source: Source) {
             }
             per_ring.push(items);
         }
-        let pass_records = std::env::var("DRAIN_PASS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(PASS);
-        let share = pass_records / rings as usize;
         let mut passes: Vec<Vec<Item>> = Vec::new();
         let mut at = 0;
         while per_ring.iter().any(|v| at < v.len()) {
@@ -203,6 +211,7 @@ fn run(rings: u32, source: Source) {
                     c.pass(pass.as_slice(), true);
                     c.end_pass(ts.get());
                     c.take(&mut out);
+                    completed += out.len();
                     out.clear();
                 }
                 busy = t0.elapsed();
@@ -235,6 +244,7 @@ fn run(rings: u32, source: Source) {
                     }
                     c.end_pass(cal.to_ns(base + ts.get()));
                     c.take(&mut out);
+                    completed += out.len();
                     out.clear();
                     busy += t0.elapsed();
                 }
@@ -249,7 +259,7 @@ fn run(rings: u32, source: Source) {
         );
     }
     println!(
-        "drain, {rings} ring(s) from {}: best {:.2} M raw records/s",
+        "drain, {rings} ring(s) from {}: best {:.2} M raw records/s ({completed} events completed)",
         source.name(),
         best / 1e6
     );

@@ -109,7 +109,8 @@ pub struct Item {
 /// benches pass a slice of items.
 pub trait PassRecords {
     /// Call `f` with every record `take` accepts, its host time and, for a start, its
-    /// context's rank (-1 otherwise). `take` sees only the raw record, so the records it
+    /// context's rank (for a state or stop: -1 from the rings, what the item holds from a
+    /// slice; completion does not read it). `take` sees only the raw record, so the records it
     /// passes over are not converted. A state or stop is handed over where it lies; a start
     /// as a copy whose `ctx` is the context's wire id.
     fn visit(&self, take: impl FnMut(&Raw) -> bool, f: impl FnMut(&Raw, u64, i32));
@@ -1131,6 +1132,9 @@ mod tests {
         }
         fn push(&mut self, op: u8, kind: EventKind, id: u64, parent: u64, state: u8, w: [u64; 4]) {
             self.ts += 10;
+            // As the drain hands them over: only a start carries a context and a rank, so a
+            // test would see completion read either from a state or stop.
+            let start = op == OP_START;
             self.items.push(Item {
                 raw: Raw {
                     ts: self.ts,
@@ -1140,11 +1144,11 @@ mod tests {
                     kind: kind as u8,
                     state,
                     flags: 0,
-                    ctx: 0,
+                    ctx: if start { 0 } else { u32::MAX },
                     w,
                 },
                 ns: self.ts,
-                rank: 0,
+                rank: if start { 0 } else { -1 },
             });
         }
         fn op_start(&mut self, channel: u64) -> u64 {

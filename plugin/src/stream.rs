@@ -89,7 +89,7 @@ pub struct InRings<'a> {
 
 impl<'a> InRings<'a> {
     /// # Safety
-    /// Every `(ring, first, end)` must be a range [`Ring::readable`] returned, not released
+    /// Every `(ring, first, end)` must lie within a range [`Ring::readable`] returned, not released
     /// before the last use of this value (see [`Ring::slices`]).
     pub unsafe fn new(
         ranges: &'a [(&'static Ring, u64, u64)],
