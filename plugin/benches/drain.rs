@@ -1,8 +1,10 @@
-//! Drain-side throughput: raw records per second that `completion` turns into completed
-//! events, for the step-heavy mix a proxy thread produces (Coll → 8 ProxyOps → 8 steps each,
+//! Drain-side throughput: completed events per second that `completion` makes of raw
+//! records, for the step-heavy mix a proxy thread produces (Coll → 8 ProxyOps → 8 steps each,
 //! every step start + 3 states + stop, 8 KernelCh), from one proxy thread's ring and from
 //! four (each pass holds every ring's share, as the drain reads them). Single thread, as in
-//! the plugin.
+//! the plugin. A step's states reach the ring as NCCL's thread sends them: carried by its
+//! stop (`step_phases`; `DRAIN_STATES=records` sends each as its own record instead, as
+//! before that, and as a step whose phases entry was taken still does).
 //!
 //! Two sources per configuration: the records in a slice of `Item`s (completion alone), and
 //! the same records pushed into real capture rings and read where they are, as the drain does
@@ -13,7 +15,7 @@
 //!
 //! Run: `cargo bench -p ncclprof-plugin --bench drain` (`DRAIN_RINGS=1` or `4` for one
 //! configuration, `DRAIN_FROM=items` or `rings` for one source, `DRAIN_PASS` records per
-//! pass, default 65 536).
+//! pass, default 65 536, `DRAIN_STATES=records`).
 
 use std::time::{Duration, Instant};
 
@@ -21,7 +23,8 @@ use nccl_profiler_ncclprof::clock::{Calibration, now_raw};
 use nccl_profiler_ncclprof::completion::{Completion, Item};
 use nccl_profiler_ncclprof::context::Contexts;
 use nccl_profiler_ncclprof::handle;
-use nccl_profiler_ncclprof::ring::{OP_START, OP_STATE, OP_STOP, Raw, Ring, RingPool};
+use nccl_profiler_ncclprof::ring::{OP_START, OP_STATE, OP_STOP, RF_PHASES, Raw, Ring, RingPool};
+use nccl_profiler_ncclprof::step_phases::Phases;
 use nccl_profiler_ncclprof::stream::InRings;
 use ncclprof_shared::kind::{EventKind, state};
 
@@ -85,6 +88,7 @@ const PASS: usize = 65_536;
 /// `rings` proxy threads' records, each ring's in its own blocks of a pass as the drain reads
 /// them (ring 0's share, then ring 1's, …).
 fn run(rings: u32, source: Source) {
+    let states_as_records = std::env::var("DRAIN_STATES").is_ok_and(|v| v == "records");
     let mut seq = vec![0u64; rings as usize];
     let ts = std::cell::Cell::new(1_000_000u64);
     let ring = std::cell::Cell::new(0u32);
@@ -95,24 +99,26 @@ fn run(rings: u32, source: Source) {
     };
     // Build one collective's worth of records.
     let mut one_coll = |items: &mut Vec<Item>| {
-        let mut push = |op: u8, kind: EventKind, id: u64, parent: u64, st: u8, w: [u64; 4]| {
+        let items = std::cell::RefCell::new(items);
+        let push_raw = |raw: Raw| {
             ts.set(ts.get() + 50);
             let ts = ts.get();
-            items.push(Item {
-                raw: Raw {
-                    ts,
-                    id,
-                    parent,
-                    op,
-                    kind: kind as u8,
-                    state: st,
-                    flags: 0,
-                    ctx: 0,
-                    w,
-                },
+            items.borrow_mut().push(Item {
+                raw: Raw { ts, ..raw },
                 ns: ts,
                 rank: 0,
             });
+        };
+        let push = |op: u8, kind: EventKind, id: u64, parent: u64, st: u8, w: [u64; 4]| {
+            push_raw(Raw {
+                id,
+                parent,
+                op,
+                kind: kind as u8,
+                state: st,
+                w,
+                ..Raw::default()
+            })
         };
         let coll = id(EventKind::Coll);
         push(
@@ -145,14 +151,28 @@ fn run(rings: u32, source: Source) {
             for s in 0..8u64 {
                 let st = id(EventKind::ProxyStep);
                 push(OP_START, EventKind::ProxyStep, st, op, 0, [s, 0, 0, 0]);
+                let mut phases = Phases {
+                    id: st,
+                    ..Phases::default()
+                };
                 for x in [
                     state::PROXY_STEP_SEND_GPU_WAIT,
                     state::PROXY_STEP_SEND_PEER_WAIT,
                     state::PROXY_STEP_SEND_WAIT,
                 ] {
-                    push(OP_STATE, EventKind::ProxyStep, st, 1 << 16, x as u8, [0; 4]);
+                    if states_as_records {
+                        push(OP_STATE, EventKind::ProxyStep, st, 1 << 16, x as u8, [0; 4]);
+                    } else {
+                        ts.set(ts.get() + 50);
+                        phases.record(x as i32, ts.get(), 1 << 16);
+                    }
                 }
-                push(OP_STOP, EventKind::ProxyStep, st, 0, 0, [0; 4]);
+                if states_as_records {
+                    push(OP_STOP, EventKind::ProxyStep, st, 0, 0, [0; 4]);
+                } else {
+                    let r = phases.to_raw(OP_STOP, 0);
+                    push_raw(r);
+                }
             }
             let k = id(EventKind::KernelCh);
             push(OP_START, EventKind::KernelCh, k, coll, 0, [ch, 5_000, 0, 0]);
@@ -203,6 +223,7 @@ fn run(rings: u32, source: Source) {
             at += share;
         }
         let n: usize = passes.iter().map(Vec::len).sum();
+        let completed_before = completed;
         let mut busy = Duration::ZERO;
         match pool {
             None => {
@@ -222,10 +243,16 @@ fn run(rings: u32, source: Source) {
                     // ids carry the ring index); one producer per ring, here this thread.
                     for it in pass {
                         let ring = &pool.rings()[handle::ring_of(it.raw.id) as usize];
-                        let raw = Raw {
+                        let mut raw = Raw {
                             ts: base + it.raw.ts,
                             ..it.raw
                         };
+                        if raw.flags & RF_PHASES != 0 {
+                            // Phase times are ticks in the ring, like every stamp.
+                            for t in raw.w[..3].iter_mut().filter(|t| **t != 0) {
+                                *t += base;
+                            }
+                        }
                         assert!(ring.push(&raw), "ring full: pass larger than a ring");
                     }
                     ranges.clear();
@@ -250,17 +277,25 @@ fn run(rings: u32, source: Source) {
                 }
             }
         }
-        let rate = n as f64 / busy.as_secs_f64();
+        let events = completed - completed_before;
+        let rate = events as f64 / busy.as_secs_f64();
         best = best.max(rate);
         println!(
-            "{rings} ring(s) from {}, round {round}: {:.2} M raw records/s ({n} records)",
+            "{rings} ring(s) from {}, round {round}: {:.2} M events/s, {:.1} ns per event ({n} records, {events} events)",
             source.name(),
-            rate / 1e6
+            rate / 1e6,
+            1e9 / rate
         );
     }
     println!(
-        "drain, {rings} ring(s) from {}: best {:.2} M raw records/s ({completed} events completed)",
+        "drain, {rings} ring(s) from {}, states {}: best {:.2} M events/s, {:.1} ns per event ({completed} events completed)",
         source.name(),
-        best / 1e6
+        if states_as_records {
+            "as records"
+        } else {
+            "carried by stops"
+        },
+        best / 1e6,
+        1e9 / best
     );
 }

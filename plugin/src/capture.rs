@@ -1,6 +1,8 @@
 //! What runs on NCCL's threads: timestamp, id, one 64-byte record pushed to this thread's
-//! ring. Nothing else — no allocation, no lock, no syscall (the clock is a counter read),
-//! no waiting. All interpretation happens later on the drain thread (`completion`).
+//! ring — except a ProxyStep's states, which go into the step's entry of the ring's phases
+//! table and reach the ring with its stop (`step_phases`). Nothing else — no allocation, no
+//! lock, no syscall (the clock is a counter read), no waiting. All interpretation happens
+//! later on the drain thread (`completion`).
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -10,7 +12,22 @@ use ncclprof_shared::kind::EventKind;
 use crate::Plugin;
 use crate::clock::now_raw;
 use crate::handle;
-use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, Raw};
+use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, Raw, Ring};
+use crate::step_phases::Phases;
+
+const PROXY_STEP: u8 = EventKind::ProxyStep as u8;
+
+/// The phases entry of step `id` if this thread's ring issued it and it still holds it.
+#[inline(always)]
+#[allow(clippy::mut_from_ref)] // the ring's owner only, like `Ring::phases_of`
+fn phases_held(ring: &Ring, id: u64) -> Option<&mut Phases> {
+    if handle::ring_of(id) != ring.index() {
+        return None; // another thread's step (NCCL keeps a step on one thread)
+    }
+    // SAFETY: `ring` is this thread's (from `mine`), and no other entry reference is live.
+    let ph = unsafe { ring.phases_of(handle::seq_of(id)) };
+    (ph.id == id).then_some(ph)
+}
 
 /// Context index for a start, or `None` if the event must not be recorded (NULL context =
 /// a communicator the plugin chose not to profile). A non-NULL context that is not ours is a
@@ -34,12 +51,26 @@ pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw
         p.rings.no_ring[kind as usize].fetch_add(1, Ordering::Relaxed);
         return std::ptr::null_mut();
     };
-    let id = handle::make(kind, ring.index(), ring.next_seq());
+    let seq = ring.next_seq();
+    let id = handle::make(kind, ring.index(), seq);
     raw.ts = now_raw();
     raw.id = id;
     raw.op = OP_START;
     raw.kind = kind as u8;
     raw.ctx = ci;
+    if kind == EventKind::ProxyStep {
+        // SAFETY: `ring` is this thread's, and no other entry reference is live.
+        let ph = unsafe { ring.phases_of(seq) };
+        if ph.id != 0 && ph.seen != 0 {
+            // The entry still holds an older open step: its states so far go to the ring
+            // now (its later ones will be records of their own).
+            ring.push(&ph.to_raw(OP_STATE, raw.ts));
+        }
+        *ph = Phases {
+            id,
+            ..Phases::default()
+        };
+    }
     // A full ring drops the record (counted) but still hands out the id, so children keep a
     // parent to refer to.
     ring.push(&raw);
@@ -57,8 +88,19 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
         }
         return;
     };
+    let ts = now_raw();
+    if kind == PROXY_STEP
+        && let Some(ph) = phases_held(ring, id)
+    {
+        let rec = ph.to_raw(OP_STOP, ts);
+        ph.id = 0; // free the entry
+        if rec.state != 0 {
+            ring.push(&rec);
+            return;
+        }
+    }
     ring.push(&Raw {
-        ts: now_raw(),
+        ts,
         id,
         op: OP_STOP,
         kind,
@@ -78,6 +120,12 @@ pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 
         return;
     };
     let [a0, a1] = args.unwrap_or_default();
+    if kind == PROXY_STEP
+        && let Some(ph) = phases_held(ring, id)
+    {
+        ph.record(state, now_raw(), a0);
+        return;
+    }
     ring.push(&Raw {
         ts: now_raw(),
         id,

@@ -27,7 +27,8 @@ use ncclprof_shared::wire::{DropReason, InFlight, OpenOp};
 
 use crate::gpuclock::GpuClock;
 use crate::open_steps::OpenSteps;
-use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_FOREIGN, RF_PARENT_NULL, Raw};
+use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_FOREIGN, RF_PARENT_NULL, RF_PHASES, Raw};
+use crate::step_phases::merge_record;
 
 /// Per-context facts completion needs (filled by the drain thread from the context slots).
 #[derive(Clone, Copy, Debug, Default)]
@@ -170,7 +171,7 @@ pub struct Completion {
 /// A ProxyStep state (spec §2.3) into its record: p1..p3 = the step's phase boundaries,
 /// p4 = bytes, p5 = SendPeerWait count.
 #[inline]
-fn step_state(rec: &mut EventRecord, s: u32, arg: u64, ns: u64) {
+pub(crate) fn step_state(rec: &mut EventRecord, s: u32, arg: u64, ns: u64) {
     match s {
         st::PROXY_STEP_SEND_GPU_WAIT => {
             rec.flags |= F_SEND;
@@ -201,6 +202,16 @@ fn step_state(rec: &mut EventRecord, s: u32, arg: u64, ns: u64) {
         }
         st::PROXY_STEP_RECV_GPU_WAIT => rec.p[3] = ns,
         _ => {}
+    }
+}
+
+/// A ProxyStep state record: one state, or a run of them (`RF_PHASES`, see `step_phases`).
+#[inline]
+fn step_state_or_phases(rec: &mut EventRecord, r: &Raw, ns: u64) {
+    if r.flags & RF_PHASES != 0 {
+        merge_record(rec, r);
+    } else {
+        step_state(rec, u32::from(r.state), r.parent, ns);
     }
 }
 
@@ -344,12 +355,15 @@ impl Completion {
                     if r.op == OP_STATE
                         && let Some(rec) = self.steps_open.get_mut(r.id)
                     {
-                        step_state(rec, u32::from(r.state), r.parent, ns);
+                        step_state_or_phases(rec, r, ns);
                         return;
                     }
                     if r.op == OP_STOP
-                        && let Some(rec) = self.steps_open.remove(r.id)
+                        && let Some(mut rec) = self.steps_open.remove(r.id)
                     {
+                        if r.flags & RF_PHASES != 0 {
+                            merge_record(&mut rec, r);
+                        }
                         self.step_stopped(rec, ns);
                         return;
                     }
@@ -614,11 +628,15 @@ impl Completion {
         if r.kind == EventKind::ProxyStep as u8
             && let Some(rec) = self.steps_open.get_mut(r.id)
         {
-            step_state(rec, u32::from(r.state), r.parent, ns);
+            step_state_or_phases(rec, r, ns);
             return;
         }
         let Some(o) = self.table.get_mut(&r.id) else {
-            self.unknown();
+            // A step's states sent because a newer step took its phases entry: the step may
+            // be one NCCL restarted or abandoned, already forgotten here (and counted then).
+            if r.flags & RF_PHASES == 0 {
+                self.unknown();
+            }
             return;
         };
         let s = u32::from(r.state);
@@ -648,7 +666,7 @@ impl Completion {
                     }
                 }
             }
-            Some(EventKind::ProxyStep) => step_state(rec, s, arg, ns),
+            Some(EventKind::ProxyStep) => step_state_or_phases(rec, r, ns),
             Some(EventKind::ProxyCtrl) => {
                 if rec.p[0] == 0 {
                     rec.p[0] = u64::from(s) + 1;
@@ -728,6 +746,9 @@ impl Completion {
                 }
             }
             EventKind::ProxyStep => {
+                if r.flags & RF_PHASES != 0 {
+                    merge_record(&mut o.rec, r);
+                }
                 self.step_stopped(o.rec, ns);
                 return;
             }

@@ -7,7 +7,7 @@
 //! | `NCCLPROF_DIR` | `$XDG_RUNTIME_DIR/ncclprof`, else `/tmp/ncclprof-<uid>` | rendezvous directory (0700, owner-checked) |
 //! | `NCCLPROF_DISABLE` | unset | `1`: profile nothing (init returns a NULL context) |
 //! | `NCCLPROF_NO_LISTEN` | unset | `1`: capture but publish no rendezvous entry (no viewer can attach) |
-//! | `NCCLPROF_RING_EVENTS` | 65536 | capture-ring slots per NCCL thread (64 B each, 4 MiB) |
+//! | `NCCLPROF_RING_EVENTS` | 65536 | capture-ring slots per NCCL thread (64 B each, 4 MiB; plus 64 KiB of open ProxySteps' states) |
 //! | `NCCLPROF_MAX_THREADS` | 128 | capture rings (NCCL threads that can record at once) |
 //! | `NCCLPROF_DRAIN_US` | 2000 | drain-thread period |
 //! | `NCCLPROF_HISTORY_MS` | 5000 | recent history kept for a viewer that attaches late |

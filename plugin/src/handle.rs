@@ -27,6 +27,12 @@ pub fn kind_of(id: u64) -> Option<EventKind> {
     EventKind::from_u8(k - 1)
 }
 
+/// The ring sequence number of an id.
+#[inline(always)]
+pub fn seq_of(id: u64) -> u64 {
+    id & SEQ_MASK
+}
+
 /// The capture ring an id was issued from.
 #[inline(always)]
 pub fn ring_of(id: u64) -> u32 {
@@ -46,6 +52,8 @@ mod tests {
             assert_eq!(kind_of(make(k, 0, 1)), Some(k));
             assert_eq!(ring_of(id), 2047);
             assert_eq!(ring_of(make(k, 5, 1)), 5);
+            assert_eq!(seq_of(id), SEQ_MASK);
+            assert_eq!(seq_of(make(k, 5, 77)), 77);
         }
         assert_eq!(kind_of(0x1234), None);
         assert_eq!(kind_of(u64::MAX), None);

@@ -5,7 +5,9 @@
 //! 1. **callback** — [`entry`]: NCCL calls `ncclProfiler_vN.startEvent/stopEvent/
 //!    recordEventState`; the version's shim reads its descriptor layout ([`abi`], [`descr`]).
 //! 2. **capture** — [`capture`]: on NCCL's thread, a timestamp ([`clock`]), an id handle
-//!    ([`handle`]) and one 64-byte record into the thread's ring ([`ring`]). Nothing else.
+//!    ([`handle`]) and one 64-byte record into the thread's ring ([`ring`]); a ProxyStep's
+//!    states go into its entry of the ring's phases table instead and ride on its stop's
+//!    record ([`step_phases`]). Nothing else.
 //! 3. **completion** — [`completion`] on the drain thread: starts/states/stops → completed
 //!    records with true completion times; GPU timers converted ([`gpuclock`]).
 //! 4. **stream** — [`stream`]: history, frames, the bounded send queue to the viewer;
@@ -34,6 +36,7 @@ pub mod link;
 pub mod nccl_log;
 pub mod open_steps;
 pub mod ring;
+pub mod step_phases;
 pub mod stream;
 pub mod summary;
 

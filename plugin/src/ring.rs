@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use ncclprof_shared::kind::EventKind;
 
+use crate::step_phases::{self, Phases};
+
 /// What a raw record describes.
 pub const OP_START: u8 = 1;
 pub const OP_STOP: u8 = 2;
@@ -26,6 +28,11 @@ pub const OP_STATE: u8 = 3;
 pub const RF_ARGS_NULL: u8 = 1 << 0;
 pub const RF_PARENT_NULL: u8 = 1 << 1;
 pub const RF_FOREIGN: u8 = 1 << 2;
+/// A ProxyStep stop or state that carries the step's accumulated states
+/// ([`crate::step_phases`]): `w[0..3]` = phase times (raw ticks in the ring, host ns once the
+/// drain hands the record to completion), `parent` = bytes, `ctx` = SendPeerWait count,
+/// `state` = the states seen.
+pub const RF_PHASES: u8 = 1 << 3;
 
 /// One captured callback: 64 bytes, written on NCCL's thread, read on the drain thread.
 #[repr(C)]
@@ -71,12 +78,16 @@ pub struct Ring {
     index: u32,
     mask: u64,
     slots: *mut Raw,
-    /// Bytes of `slots`, from the start, the drain has faulted in (drain-only).
+    /// The owner's open ProxySteps' states ([`step_phases::SLOTS`] entries, owner-only).
+    phases: *mut Phases,
+    /// Bytes of the ring's mapping (phases, then slots), from the start, the drain has
+    /// faulted in (drain-only).
     populated: AtomicUsize,
 }
 
 // SAFETY: `slots` is accessed SPSC-style (producer writes below head, consumer reads between
-// tail and head) with acquire/release ordering; `seq` is touched only by the owning thread.
+// tail and head) with acquire/release ordering; `seq` and `phases` are touched only by the
+// owning thread.
 unsafe impl Sync for Ring {}
 // SAFETY: as above; the allocation is owned by the pool for the process's lifetime.
 unsafe impl Send for Ring {}
@@ -96,6 +107,18 @@ impl Ring {
             *s += 1;
             *s
         }
+    }
+
+    /// The phases entry of the step whose id has sequence number `seq` (producer side).
+    ///
+    /// # Safety
+    /// Only the thread that owns the ring may call this, and it must not hold two of these
+    /// references at once.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)] // owner-only, like `next_seq`
+    pub unsafe fn phases_of(&self, seq: u64) -> &mut Phases {
+        // SAFETY: the index is masked into the table; only the owner touches it (contract).
+        unsafe { &mut *self.phases.add(seq as usize & (step_phases::SLOTS - 1)) }
     }
 
     /// Push a record; false (and counted) if the ring is full. Producer side only.
@@ -170,7 +193,7 @@ impl Ring {
     /// `MADV_POPULATE_WRITE`, Linux < 5.14: then producers fault pages in as before).
     /// Populating never touches the slots' contents, so it is safe while the producer writes.
     pub fn populate_ahead(&self, budget: usize) -> usize {
-        let total = self.capacity() as usize * std::mem::size_of::<Raw>();
+        let total = mapping_bytes(self.capacity() as usize);
         let done = self.populated.load(Ordering::Relaxed);
         // Whole pages only: `total` is a multiple of 4096 (at least 64 slots of 64 B).
         let len = (total - done).min(budget) & !4095;
@@ -181,7 +204,7 @@ impl Ring {
         // only allocates page-table entries, it never reads or writes the memory.
         let rc = unsafe {
             libc::madvise(
-                self.slots.cast::<u8>().add(done).cast(),
+                self.phases.cast::<u8>().add(done).cast(),
                 len,
                 libc::MADV_POPULATE_WRITE,
             )
@@ -210,6 +233,12 @@ impl Ring {
     }
 }
 
+/// Bytes of one ring's mapping: its phases table, then `cap` slots (whole pages: both are
+/// multiples of 4096 bytes).
+fn mapping_bytes(cap: usize) -> usize {
+    step_phases::SLOTS * std::mem::size_of::<Phases>() + cap * std::mem::size_of::<Raw>()
+}
+
 /// The pool of rings, allocated once.
 pub struct RingPool {
     rings: Box<[Ring]>,
@@ -227,7 +256,8 @@ impl RingPool {
         for i in 0..count {
             // Anonymous mmap: zero pages the kernel provides on first touch, so rings of
             // threads that never record cost address space only (malloc could memset them).
-            let bytes = cap * std::mem::size_of::<Raw>();
+            // The phases table comes first, so the drain faults it in first.
+            let bytes = mapping_bytes(cap);
             // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
             let m = unsafe {
                 libc::mmap(
@@ -242,7 +272,9 @@ impl RingPool {
             if m == libc::MAP_FAILED {
                 return None;
             }
-            let slots = m.cast::<Raw>();
+            let phases = m.cast::<Phases>();
+            // SAFETY: the slots follow the table inside the mapping (`mapping_bytes`).
+            let slots = unsafe { phases.add(step_phases::SLOTS) }.cast::<Raw>();
             rings.push(Ring {
                 head: Padded(AtomicU64::new(0)),
                 tail: Padded(AtomicU64::new(0)),
@@ -252,6 +284,7 @@ impl RingPool {
                 index: i as u32,
                 mask: (cap - 1) as u64,
                 slots,
+                phases,
                 populated: AtomicUsize::new(0),
             });
         }
@@ -376,14 +409,21 @@ mod tests {
 
     #[test]
     fn drain_populates_ring_pages_ahead_of_the_producer() {
-        // 1024 slots of 64 B = 16 pages.
+        // The phases table (1024 entries of 64 B = 16 pages), then 1024 slots of 64 B = 16
+        // pages: the table is faulted in first.
+        let table = step_phases::SLOTS * 64;
         let p = Box::leak(Box::new(RingPool::new(1, 1024).unwrap()));
         let r = &p.rings()[0];
-        assert_eq!(resident_pages(r.slots, 65536), 0);
+        let all = |r: &Ring| resident_pages(r.phases.cast(), table + 65536);
+        assert_eq!(all(r), 0);
         assert_eq!(r.populate_ahead(8192 + 100), 8192);
+        assert_eq!(resident_pages(r.phases.cast(), table), 2);
+        assert_eq!(r.populate_ahead(table - 8192), table - 8192);
+        assert_eq!(resident_pages(r.slots, 65536), 0, "table first");
+        assert_eq!(r.populate_ahead(8192), 8192);
         assert_eq!(resident_pages(r.slots, 65536), 2);
         assert_eq!(r.populate_ahead(1 << 20), 65536 - 8192);
-        assert_eq!(resident_pages(r.slots, 65536), 16);
+        assert_eq!(all(r), 32);
         assert_eq!(r.populate_ahead(1 << 20), 0);
         // Contents untouched: still the kernel's zero pages' values, and pushes still work.
         let r = p.mine().unwrap();

@@ -29,7 +29,7 @@ use crate::clock::{Calibration, now_raw};
 use crate::completion::{Completion, PassRecords};
 use crate::context::Contexts;
 use crate::ring::Ring;
-use crate::ring::{OP_START, Raw};
+use crate::ring::{OP_START, RF_PHASES, Raw};
 
 /// Messages to the drain thread.
 pub enum DrainMsg {
@@ -80,7 +80,8 @@ struct Pass {
 
 /// A drain pass's records where NCCL's threads wrote them: each ring's slots `first..end`
 /// (unreleased until the pass is over). Completion reads states and stops in place; a start
-/// gets its host time, its context's rank and the context's wire id on the way.
+/// gets its host time, its context's rank and the context's wire id on the way, and a
+/// record with a step's states (`RF_PHASES`) their times in host ns.
 pub struct InRings<'a> {
     ranges: &'a [(&'static Ring, u64, u64)],
     cal: &'a Calibration,
@@ -118,16 +119,24 @@ impl PassRecords for InRings<'_> {
                 // context (completion reads rank and context from starts alone). Looking
                 // them up for every record was 5 % of the pass's instructions, copying the
                 // record out another 10 %. (One call of `f`, so that it is inlined here.)
-                let start;
+                let copy;
                 let (rec, rank) = if r.op == OP_START {
-                    start = Raw {
+                    copy = Raw {
                         ctx: contexts.wire_id(r.ctx),
                         ..*r
                     };
                     let rank = contexts
                         .get(r.ctx)
                         .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
-                    (&start, rank)
+                    (&copy, rank)
+                } else if r.flags & RF_PHASES != 0 {
+                    // A step's states carried by its stop: their times to host ns too.
+                    let mut w = r.w;
+                    for t in &mut w[..3] {
+                        *t = self.cal.to_ns(*t);
+                    }
+                    copy = Raw { w, ..*r };
+                    (&copy, -1)
                 } else {
                     (r, -1)
                 };

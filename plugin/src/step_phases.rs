@@ -1,0 +1,237 @@
+//! A ProxyStep's states, kept on NCCL's thread until the step stops.
+//!
+//! ProxySteps are most events, and a step is five callbacks: start, three or more states,
+//! stop. Pushing every state as its own 64-byte record made the drain read (and NCCL's
+//! thread write) a cache line per state, three quarters of them for a step's three phase
+//! times. Instead each ring keeps a small direct-mapped table of its open steps' phases,
+//! indexed by the step id's sequence number: a state updates its step's entry (a few stores
+//! into a line the thread just used), and the stop carries the phases to the drain in its
+//! one record ([`RF_PHASES`](crate::ring::RF_PHASES)). The start still goes to the ring as
+//! before, so the drain knows every open step (restarts, abandonment, in-flight counts and
+//! NetPlugin children work as they did).
+//!
+//! Only the thread that owns the ring touches its table, so there is nothing to
+//! synchronise. A step whose entry was taken by a newer step while it was open (more than
+//! [`SLOTS`] ids issued meanwhile on that thread), or whose state comes from another thread,
+//! falls back to the old way: its phases so far go out as one `RF_PHASES` state record and
+//! its later states as ordinary state records. The drain's result is the same either way:
+//! [`Phases::record`] applies the rules of the per-state path to raw ticks, and [`merge`]
+//! applies a run of accumulated states to what the drain already holds exactly as the
+//! states one by one would have (tested below against [`crate::completion`]'s rules).
+//!
+//! One case is not covered: a step stopped from a thread other than the one that started it
+//! would leave the states its own thread accumulated in a table the stopping thread may not
+//! read; they would reach the ring only when a newer step takes the entry, after the stop,
+//! and be ignored. NCCL starts, updates and stops a ProxyStep on its proxy progress thread
+//! (the ABI spec's §4.1 threading table: "ProxyStep everything — the proxy progress
+//! thread"), so that split does not happen; a stray state from elsewhere is handled as above.
+
+use ncclprof_shared::kind::{EventKind, state as st};
+use ncclprof_shared::record::{EventRecord, F_SEND};
+
+use crate::ring::{RF_PHASES, Raw};
+
+/// Entries per ring (64 B each: 64 KiB, of which a thread touches the lines of its open
+/// steps). A proxy thread keeps at most `NCCL_STEPS` (8) steps in flight per channel and
+/// peer, so a step loses its entry only when more than this many ids are issued on its
+/// thread while it is open.
+pub const SLOTS: usize = 1024;
+
+// Bits of `Phases::seen`: which ProxyStep states the run held.
+const SEEN_SEND_GPU_WAIT: u8 = 1 << 0;
+const SEEN_SEND_WAIT: u8 = 1 << 1;
+const SEEN_RECV_WAIT: u8 = 1 << 2;
+const SEEN_RECV_FLUSH_WAIT: u8 = 1 << 3;
+const SEEN_RECV_GPU_WAIT: u8 = 1 << 4;
+const SEEN_SEND_PEER_WAIT: u8 = 1 << 5;
+const SEEN_SEND: u8 = SEEN_SEND_GPU_WAIT | SEEN_SEND_WAIT | SEEN_SEND_PEER_WAIT;
+
+/// One open step's states since its start (or since its phases last went to the ring), in
+/// raw clock ticks. `id` 0 = free.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Phases {
+    pub id: u64,
+    /// The step's phase boundaries a, b, c (see `record.rs`), raw ticks, 0 = not seen.
+    pub t: [u64; 3],
+    /// Argument of the last SendWait / RecvFlushWait (bytes).
+    pub arg: u64,
+    /// SendPeerWait count.
+    pub retries: u32,
+    /// `SEEN_*` bits.
+    pub seen: u8,
+}
+
+const _: () = assert!(std::mem::size_of::<Phases>() == 64);
+
+impl Phases {
+    /// A state of this step at raw time `ts` with args word `arg` (0 for NULL args): the
+    /// rules of `completion::step_state`, in ticks. States a step does not have are ignored,
+    /// as there.
+    #[inline(always)]
+    pub fn record(&mut self, state: i32, ts: u64, arg: u64) {
+        match state as u32 {
+            st::PROXY_STEP_SEND_GPU_WAIT => {
+                self.seen |= SEEN_SEND_GPU_WAIT;
+                if self.t[0] == 0 {
+                    self.t[0] = ts;
+                }
+            }
+            st::PROXY_STEP_SEND_PEER_WAIT => {
+                self.seen |= SEEN_SEND_PEER_WAIT;
+                if self.t[1] == 0 {
+                    self.t[1] = ts;
+                }
+                self.retries = self.retries.saturating_add(1);
+            }
+            st::PROXY_STEP_SEND_WAIT => {
+                self.seen |= SEEN_SEND_WAIT;
+                self.t[2] = ts;
+                self.arg = arg;
+            }
+            st::PROXY_STEP_RECV_WAIT => {
+                self.seen |= SEEN_RECV_WAIT;
+                if self.t[0] == 0 {
+                    self.t[0] = ts;
+                }
+            }
+            st::PROXY_STEP_RECV_FLUSH_WAIT => {
+                self.seen |= SEEN_RECV_FLUSH_WAIT;
+                self.t[1] = ts;
+                self.arg = arg;
+            }
+            st::PROXY_STEP_RECV_GPU_WAIT => {
+                self.seen |= SEEN_RECV_GPU_WAIT;
+                self.t[2] = ts;
+            }
+            _ => {}
+        }
+    }
+
+    /// The ring record that carries this entry's states: `op` = `OP_STOP` for the step's stop
+    /// at `ts`, `OP_STATE` when a newer step takes the entry at `ts` (see [`RF_PHASES`]).
+    #[inline(always)]
+    pub fn to_raw(&self, op: u8, ts: u64) -> Raw {
+        Raw {
+            ts,
+            id: self.id,
+            parent: self.arg,
+            op,
+            kind: EventKind::ProxyStep as u8,
+            state: self.seen,
+            flags: RF_PHASES,
+            ctx: self.retries,
+            w: [self.t[0], self.t[1], self.t[2], 0],
+        }
+    }
+}
+
+/// [`merge`] of a record [`Phases::to_raw`] made, its times already host ns.
+#[inline]
+pub fn merge_record(rec: &mut EventRecord, r: &Raw) {
+    merge(rec, r.state, [r.w[0], r.w[1], r.w[2]], r.parent, r.ctx);
+}
+
+/// Apply a run of a step's states, accumulated by [`Phases::record`] (times already host
+/// ns), to the step's record: the same result as applying each state in turn after the
+/// ones `rec` already holds.
+#[inline]
+pub fn merge(rec: &mut EventRecord, seen: u8, t: [u64; 3], arg: u64, retries: u32) {
+    if seen & SEEN_SEND != 0 {
+        rec.flags |= F_SEND;
+    }
+    // a: the first SendGPUWait / RecvWait.
+    if seen & (SEEN_SEND_GPU_WAIT | SEEN_RECV_WAIT) != 0 && rec.p[1] == 0 {
+        rec.p[1] = t[0];
+    }
+    // b: the last RecvFlushWait, else the first SendPeerWait.
+    if seen & SEEN_RECV_FLUSH_WAIT != 0 || (seen & SEEN_SEND_PEER_WAIT != 0 && rec.p[2] == 0) {
+        rec.p[2] = t[1];
+    }
+    // c: the last SendWait / RecvGPUWait; bytes: the last SendWait / RecvFlushWait.
+    if seen & (SEEN_SEND_WAIT | SEEN_RECV_GPU_WAIT) != 0 {
+        rec.p[3] = t[2];
+    }
+    if seen & (SEEN_SEND_WAIT | SEEN_RECV_FLUSH_WAIT) != 0 {
+        rec.p[4] = arg;
+    }
+    rec.p[5] += u64::from(retries);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::completion::step_state;
+
+    /// Deterministic pseudo-random numbers (xorshift), so a failure reproduces.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    const STATES: [i32; 9] = [
+        st::PROXY_STEP_SEND_GPU_WAIT as i32,
+        st::PROXY_STEP_SEND_PEER_WAIT as i32,
+        st::PROXY_STEP_SEND_WAIT as i32,
+        st::PROXY_STEP_RECV_WAIT as i32,
+        st::PROXY_STEP_RECV_FLUSH_WAIT as i32,
+        st::PROXY_STEP_RECV_GPU_WAIT as i32,
+        0,
+        255,
+        -1,
+    ];
+
+    /// Any sequence of states, cut into runs anywhere (a run = what one entry held before
+    /// its phases went to the ring, the rest sent one by one), gives the record the
+    /// per-state path gives. Times here are already ns (the drain converts each run's ticks).
+    #[test]
+    fn accumulated_runs_merge_to_what_the_states_one_by_one_give() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for case in 0..20_000 {
+            let n = (rng.next() % 12) as usize;
+            // Mostly one direction, as NCCL records, sometimes both (odd input).
+            let mix = rng.next() % 4;
+            let seq: Vec<(i32, u64, u64)> = (0..n)
+                .map(|i| {
+                    let s = match mix {
+                        0 => STATES[(rng.next() % 3) as usize],
+                        1 => STATES[3 + (rng.next() % 3) as usize],
+                        _ => STATES[(rng.next() % STATES.len() as u64) as usize],
+                    };
+                    (s, 1000 + i as u64 * 10 + rng.next() % 7, rng.next() % 3)
+                })
+                .collect();
+            let mut want = EventRecord::default();
+            for &(s, t, a) in &seq {
+                step_state(&mut want, s.clamp(0, 255) as u32, a, t);
+            }
+            // Split into runs at random points; each run accumulated then merged.
+            let mut got = EventRecord::default();
+            let mut i = 0;
+            while i < n {
+                let len = 1 + (rng.next() % (n - i) as u64) as usize;
+                let mut ph = Phases::default();
+                for &(s, t, a) in &seq[i..i + len] {
+                    ph.record(s, t, a);
+                }
+                merge(&mut got, ph.seen, ph.t, ph.arg, ph.retries);
+                i += len;
+            }
+            assert_eq!(got, want, "case {case}: {seq:?}");
+        }
+    }
+
+    #[test]
+    fn states_of_other_kinds_leave_an_entry_untouched() {
+        let mut ph = Phases::default();
+        for s in [0, 1, 7, 13, 19, 21, 255, -5, 1 << 20] {
+            ph.record(s, 5, 6);
+        }
+        assert_eq!(ph, Phases::default());
+    }
+}
