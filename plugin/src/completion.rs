@@ -359,12 +359,9 @@ impl Completion {
                         return;
                     }
                     if r.op == OP_STOP
-                        && let Some(mut rec) = self.steps_open.remove(r.id)
+                        && let Some(rec) = self.steps_open.remove(r.id)
                     {
-                        if r.flags & RF_PHASES != 0 {
-                            merge_record(&mut rec, r);
-                        }
-                        self.step_stopped(rec, ns);
+                        self.step_stopped(rec, r, ns);
                         return;
                     }
                 }
@@ -704,7 +701,7 @@ impl Completion {
         if r.kind == EventKind::ProxyStep as u8
             && let Some(rec) = self.steps_open.remove(r.id)
         {
-            self.step_stopped(rec, ns);
+            self.step_stopped(rec, r, ns);
             return;
         }
         let Some(kind) = self.table.get(&r.id).and_then(|o| o.rec.kind()) else {
@@ -746,10 +743,7 @@ impl Completion {
                 }
             }
             EventKind::ProxyStep => {
-                if r.flags & RF_PHASES != 0 {
-                    merge_record(&mut o.rec, r);
-                }
-                self.step_stopped(o.rec, ns);
+                self.step_stopped(o.rec, r, ns);
                 return;
             }
             EventKind::KernelCh => {
@@ -782,9 +776,14 @@ impl Completion {
         }
     }
 
-    /// A step's stop: it takes channel, peer, communicator and direction from its ProxyOp,
-    /// adds its bytes to the op's, and counts towards the collective's progress per channel.
-    fn step_stopped(&mut self, mut rec: EventRecord, ns: u64) {
+    /// A step's stop `r` (which may carry the step's states, `RF_PHASES`: merged here, so no
+    /// path that stops a step can miss them): it takes channel, peer, communicator and
+    /// direction from its ProxyOp, adds its bytes to the op's, and counts towards the
+    /// collective's progress per channel.
+    fn step_stopped(&mut self, mut rec: EventRecord, r: &Raw, ns: u64) {
+        if r.flags & RF_PHASES != 0 {
+            merge_record(&mut rec, r);
+        }
         rec.end_ns = ns;
         rec.flags |= F_END_KNOWN;
         if let Some(op) = self.table.get_mut(&rec.parent) {
@@ -1211,6 +1210,69 @@ mod tests {
             c.take(&mut out);
             out
         }
+    }
+
+    /// A step deferred with its op (the op's collective arrives a pass later) still gets the
+    /// states its stop carries (`RF_PHASES`): the same record as with its states one by one.
+    #[test]
+    fn deferred_step_keeps_the_states_its_stop_carries() {
+        let run = |carried: bool| {
+            let mut c = Completion::new(262_144, 1000, 0.0);
+            let mut f = Feed::new();
+            let coll = f.id(EventKind::Coll);
+            let op = f.id(EventKind::ProxyOp);
+            let w = [0, 1 | (1 << 8), 8, 0];
+            f.push(OP_START, EventKind::ProxyOp, op, coll, 0, w);
+            let step = f.step_start(op, 0);
+            if carried {
+                // What `step_end` pushes, as capture sends it: the states in the step's
+                // entry, carried by its stop.
+                let mut ph = crate::step_phases::Phases {
+                    id: step,
+                    ..Default::default()
+                };
+                for s in [
+                    st::PROXY_STEP_SEND_GPU_WAIT,
+                    st::PROXY_STEP_SEND_PEER_WAIT,
+                    st::PROXY_STEP_SEND_WAIT,
+                ] {
+                    f.ts += 10;
+                    ph.record(s as i32, f.ts, 4096);
+                }
+                f.stop(EventKind::ProxyStep, step);
+                let last = &mut f.items.last_mut().unwrap().raw;
+                *last = ph.to_raw(OP_STOP, last.ts);
+            } else {
+                f.step_end(step);
+            }
+            let first = f.run(&mut c);
+            assert!(
+                first.is_empty(),
+                "the op and its step wait for the collective"
+            );
+            assert!(c.deferred() > 0);
+            f.push(
+                OP_START,
+                EventKind::Coll,
+                coll,
+                0,
+                0,
+                [7, 1024, 0, 1u64 << 32],
+            );
+            f.stop(EventKind::ProxyOp, op);
+            f.stop(EventKind::Coll, coll);
+            let out = f.run(&mut c);
+            *out.iter()
+                .find(|r| r.kind == EventKind::ProxyStep as u8)
+                .expect("the step completes")
+        };
+        let carried = run(true);
+        let one_by_one = run(false);
+        assert_eq!(carried, one_by_one);
+        assert!(carried.has(F_SEND));
+        assert_eq!(carried.p[4], 4096);
+        assert_eq!(carried.p[5], 1);
+        assert!(carried.p[1] != 0 && carried.p[1] < carried.p[2] && carried.p[2] < carried.p[3]);
     }
 
     #[test]

@@ -25,6 +25,14 @@
 //! and be ignored. NCCL starts, updates and stops a ProxyStep on its proxy progress thread
 //! (the ABI spec's §4.1 threading table: "ProxyStep everything — the proxy progress
 //! thread"), so that split does not happen; a stray state from elsewhere is handled as above.
+//! Such a stray state is applied when the drain reads it, before the run its step's own
+//! thread accumulated (applied at the stop), so for a "first" phase (a, or b from the first
+//! SendPeerWait) the stray one can win where the order of the calls says otherwise — as it
+//! could before, since records of two rings were never ordered by time within a pass.
+//!
+//! A RF_PHASES state for a step the drain no longer knows (restarted, or abandoned with its
+//! op) is ignored without a count: the step was counted when it was lost. A step whose start
+//! was lost is counted once, at its stop, not once per state as before.
 
 use ncclprof_shared::kind::{EventKind, state as st};
 use ncclprof_shared::record::{EventRecord, F_SEND};
@@ -56,7 +64,7 @@ pub struct Phases {
     pub t: [u64; 3],
     /// Argument of the last SendWait / RecvFlushWait (bytes).
     pub arg: u64,
-    /// SendPeerWait count.
+    /// SendPeerWait count (saturating; 4 billion retries of one step are not a case).
     pub retries: u32,
     /// `SEEN_*` bits.
     pub seen: u8,

@@ -106,18 +106,35 @@ fn evicted_and_cross_thread_step_states_give_the_same_record() {
     let b = step(-1);
     rec(b, state::PROXY_STEP_SEND_GPU_WAIT, 0);
     pause();
-    let record_event_state = t.record_event_state;
+    let (record_event_state, start_event, stop_event) =
+        (t.record_event_state, t.start_event, t.stop_event);
+    let ctx_addr = ctx as usize;
     std::thread::spawn(move || {
         let mut args = v4::StateArgs { p_timer: 0 };
         let s = state::PROXY_STEP_SEND_PEER_WAIT as c_int;
         // SAFETY: a handle from start_event and valid args.
         unsafe { record_event_state(b.0 as *mut c_void, s, &mut args) };
+        // A marker after it on this thread's ring: once the viewer has the marker, the drain
+        // has read the state too.
+        let mut d = descr(EventKind::ProxyCtrl, std::ptr::null_mut());
+        let mut h: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid context, handle slot and descriptor; then a handle from start_event.
+        unsafe {
+            start_event(ctx_addr as *mut c_void, &mut h, &mut d);
+            stop_event(h);
+        }
     })
     .join()
     .unwrap();
-    // Let the drain read the other thread's record before B's stop (records of two rings are
-    // not merged by time within a pass).
-    std::thread::sleep(Duration::from_millis(50));
+    // The drain must read the other thread's record before B's stop (records of two rings
+    // are not merged by time within a pass).
+    assert!(
+        wait_for(Duration::from_secs(10), || viewer
+            .records()
+            .iter()
+            .any(|r| r.kind == EventKind::ProxyCtrl as u8)),
+        "the other thread's marker reaches the viewer"
+    );
     rec(b, state::PROXY_STEP_SEND_WAIT, 8888);
     pause();
     stop(b);
