@@ -15,7 +15,7 @@
 //! [`SLOTS`] ids issued meanwhile on that thread), or whose state comes from another thread,
 //! falls back to the old way: its phases so far go out as one `RF_PHASES` state record and
 //! its later states as ordinary state records. The drain's result is the same either way:
-//! [`Phases::record`] applies the rules of the per-state path to raw ticks, and [`merge`]
+//! [`Phases::record`] applies the rules of the per-state path to raw ticks, and [`merge_record`]
 //! applies a run of accumulated states to what the drain already holds exactly as the
 //! states one by one would have (tested below against [`crate::completion`]'s rules).
 //!
@@ -134,17 +134,17 @@ impl Phases {
     }
 }
 
-/// [`merge`] of a record [`Phases::to_raw`] made, its times already host ns.
+/// Apply a run of a step's states, accumulated by [`Phases::record`] and carried by the
+/// record [`Phases::to_raw`] made (times already host ns), to the step's record: the same
+/// result as applying each state in turn after the ones `rec` already holds.
 #[inline]
 pub fn merge_record(rec: &mut EventRecord, r: &Raw) {
     merge(rec, r.state, [r.w[0], r.w[1], r.w[2]], r.parent, r.ctx);
 }
 
-/// Apply a run of a step's states, accumulated by [`Phases::record`] (times already host
-/// ns), to the step's record: the same result as applying each state in turn after the
-/// ones `rec` already holds.
+/// [`merge_record`]'s work, on the record's fields.
 #[inline]
-pub fn merge(rec: &mut EventRecord, seen: u8, t: [u64; 3], arg: u64, retries: u32) {
+fn merge(rec: &mut EventRecord, seen: u8, t: [u64; 3], arg: u64, retries: u32) {
     if seen & SEEN_SEND != 0 {
         rec.flags |= F_SEND;
     }
@@ -170,6 +170,7 @@ pub fn merge(rec: &mut EventRecord, seen: u8, t: [u64; 3], arg: u64, retries: u3
 mod tests {
     use super::*;
     use crate::completion::step_state;
+    use crate::ring::OP_STOP;
 
     /// Deterministic pseudo-random numbers (xorshift), so a failure reproduces.
     struct Rng(u64);
@@ -227,7 +228,7 @@ mod tests {
                 for &(s, t, a) in &seq[i..i + len] {
                     ph.record(s, t, a);
                 }
-                merge(&mut got, ph.seen, ph.t, ph.arg, ph.retries);
+                merge_record(&mut got, &ph.to_raw(OP_STOP, 0));
                 i += len;
             }
             assert_eq!(got, want, "case {case}: {seq:?}");

@@ -14,17 +14,9 @@ use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
 use nccl_profiler_ncclprof::step_phases::SLOTS;
 use ncclprof_shared::kind::{EventKind, state};
 use ncclprof_shared::record::*;
-use ncclprof_shared::wire::{DropReason, Frame};
+use ncclprof_shared::wire::DropReason;
 
 type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
-
-fn descr(kind: EventKind, parent: *mut c_void) -> v6::Descr {
-    // SAFETY: all-zero is a valid bit pattern for the descriptor (pointers NULL, ints 0).
-    let mut d: v6::Descr = unsafe { std::mem::zeroed() };
-    d.type_ = u64::from(kind.bit());
-    d.parent_obj = parent;
-    d
-}
 
 /// A handle NCCL holds (a plain integer id), movable to another thread as NCCL does.
 #[derive(Clone, Copy)]
@@ -181,20 +173,10 @@ fn evicted_and_cross_thread_step_states_give_the_same_record() {
     // Nothing counted lost: no unknown handle, no abandoned step (Counters go out every
     // 250 ms; the latest after this wait covers every record above).
     std::thread::sleep(Duration::from_millis(600));
-    let counters = || {
-        viewer
-            .frames
-            .lock()
-            .unwrap()
-            .iter()
-            .rev()
-            .find_map(|f| match f {
-                Frame::Counters(c) => Some(c.clone()),
-                _ => None,
-            })
-    };
-    assert!(wait_for(Duration::from_secs(5), || counters().is_some()));
-    let c = counters().unwrap();
+    assert!(wait_for(Duration::from_secs(5), || viewer
+        .last_counters()
+        .is_some()));
+    let c = viewer.last_counters().unwrap();
     for r in [DropReason::UnknownHandle, DropReason::Abandoned] {
         assert_eq!(c.dropped_for(r), 0, "{r:?}: {c:?}");
     }

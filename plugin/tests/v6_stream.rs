@@ -15,14 +15,6 @@ use ncclprof_shared::wire::{Frame, ViewerMsg};
 
 type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
 
-fn descr(kind: EventKind, parent: *mut c_void) -> v6::Descr {
-    // SAFETY: all-zero is a valid bit pattern for the descriptor (pointers NULL, ints 0).
-    let mut d: v6::Descr = unsafe { std::mem::zeroed() };
-    d.type_ = u64::from(kind.bit());
-    d.parent_obj = parent;
-    d
-}
-
 #[test]
 fn v6_allreduce_reaches_a_viewer_with_true_completion() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,8 +5,19 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nccl_profiler_ncclprof::abi::v6;
+use ncclprof_shared::kind::EventKind;
 use ncclprof_shared::link::{self, ProcessEntry};
 use ncclprof_shared::wire::{self, Frame};
+
+/// A v6 descriptor of `kind` under `parent`, every other field zero (callers fill theirs).
+pub fn descr(kind: EventKind, parent: *mut std::ffi::c_void) -> v6::Descr {
+    // SAFETY: all-zero is a valid bit pattern for the descriptor (pointers NULL, ints 0).
+    let mut d: v6::Descr = unsafe { std::mem::zeroed() };
+    d.type_ = u64::from(kind.bit());
+    d.parent_obj = parent;
+    d
+}
 
 /// Path of the cdylib built for this test run.
 pub fn plugin_path() -> PathBuf {
@@ -100,6 +111,19 @@ impl TestViewer {
             })
             .flatten()
             .collect()
+    }
+
+    /// The newest Counters frame received.
+    pub fn last_counters(&self) -> Option<wire::Counters> {
+        self.frames
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find_map(|f| match f {
+                Frame::Counters(c) => Some(c.clone()),
+                _ => None,
+            })
     }
 
     pub fn strings(&self) -> std::collections::HashMap<u16, String> {
