@@ -6,6 +6,9 @@
 //! stop (`step_phases`; `DRAIN_STATES=records` sends each as its own record instead, as
 //! before that, and as a step whose phases entry was taken still does).
 //!
+//! Completed records go where the drain keeps them: the history's Events frames, trimmed to
+//! the default bound (`NCCLPROF_HISTORY_EVENTS`, 200 000 records) after each pass.
+//!
 //! Two sources per configuration: the records in a slice of `Item`s (completion alone), and
 //! the same records pushed into real capture rings and read where they are, as the drain does
 //! (`stream::InRings`: host-time conversion and context lookups included; the pushes are not
@@ -23,6 +26,7 @@ use nccl_profiler_ncclprof::clock::{Calibration, now_raw};
 use nccl_profiler_ncclprof::completion::{Completion, Item};
 use nccl_profiler_ncclprof::context::Contexts;
 use nccl_profiler_ncclprof::handle;
+use nccl_profiler_ncclprof::history::History;
 use nccl_profiler_ncclprof::ring::{OP_START, OP_STATE, OP_STOP, RF_PHASES, Raw, Ring, RingPool};
 use nccl_profiler_ncclprof::step_phases::Phases;
 use nccl_profiler_ncclprof::stream::InRings;
@@ -188,8 +192,10 @@ fn run(rings: u32, source: Source) {
             push(OP_STOP, EventKind::ProxyOp, op, 0, 0, [0; 4]);
         }
     };
-    let mut c = Completion::new(262_144, 1000, 0.0);
-    let mut out = Vec::new();
+    let mut c = Completion::with_sink(History::new(), 262_144, 1000, 0.0);
+    // What the drain keeps (the default `NCCLPROF_HISTORY_EVENTS`).
+    const HISTORY_EVENTS: usize = 200_000;
+    let completed_now = |c: &Completion<History>| c.completed.iter().sum::<u64>() as usize;
     let mut best = 0.0f64;
     // The rings source stamps records as NCCL's threads do (raw counter ticks from now on) and
     // converts them with the drain's calibration.
@@ -231,9 +237,8 @@ fn run(rings: u32, source: Source) {
                 for pass in &passes {
                     c.pass(pass.as_slice(), true);
                     c.end_pass(ts.get());
-                    c.take(&mut out);
-                    completed += out.len();
-                    out.clear();
+                    c.sink_mut().trim(HISTORY_EVENTS, 0, None);
+                    completed = completed_now(&c);
                 }
                 busy = t0.elapsed();
             }
@@ -270,9 +275,8 @@ fn run(rings: u32, source: Source) {
                         ring.release(h);
                     }
                     c.end_pass(cal.to_ns(base + ts.get()));
-                    c.take(&mut out);
-                    completed += out.len();
-                    out.clear();
+                    c.sink_mut().trim(HISTORY_EVENTS, 0, None);
+                    completed = completed_now(&c);
                     busy += t0.elapsed();
                 }
             }

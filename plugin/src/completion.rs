@@ -26,6 +26,7 @@ use ncclprof_shared::record::*;
 use ncclprof_shared::wire::{DropReason, InFlight, OpenOp};
 
 use crate::gpuclock::GpuClock;
+use crate::history::Sink;
 use crate::open_steps::OpenSteps;
 use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_FOREIGN, RF_PARENT_NULL, RF_PHASES, Raw};
 use crate::step_phases::merge_record;
@@ -147,7 +148,11 @@ fn is_container(k: EventKind) -> bool {
     )
 }
 
-pub struct Completion {
+/// Completion state, putting what it completes into `S`: the drain's [`History`] frames,
+/// or a `Vec` of records (tests, benches, [`Completion::take`]).
+///
+/// [`History`]: crate::history::History
+pub struct Completion<S = Vec<EventRecord>> {
     table: HashMap<u64, Open>,
     /// Open ProxySteps (most events): direct-mapped; a step whose slot is taken is in `table`.
     steps_open: OpenSteps,
@@ -155,8 +160,8 @@ pub struct Completion {
     timeout_ns: u64,
     gpu: HashMap<u32, GpuClock>,
     gpu_timer_hz: f64,
-    /// Completed records not yet taken.
-    out: Vec<EventRecord>,
+    /// Where completed records go.
+    out: S,
     dirty: Vec<u64>,
     /// Records whose parent (or own start) was not seen yet: another thread's ring may hold
     /// it beyond this pass's snapshot. Retried once in the next pass.
@@ -225,7 +230,19 @@ fn hi(w: u64) -> u32 {
 }
 
 impl Completion {
+    /// Completion into a `Vec` of records (see [`Completion::take`]).
     pub fn new(max_open: usize, timeout_ms: u64, gpu_timer_hz: f64) -> Completion {
+        Completion::with_sink(Vec::with_capacity(4096), max_open, timeout_ms, gpu_timer_hz)
+    }
+
+    /// Take the records completed so far.
+    pub fn take(&mut self, into: &mut impl Extend<EventRecord>) {
+        into.extend(self.out.drain(..));
+    }
+}
+
+impl<S: Sink> Completion<S> {
+    pub fn with_sink(out: S, max_open: usize, timeout_ms: u64, gpu_timer_hz: f64) -> Self {
         Completion {
             table: HashMap::with_capacity_and_hasher(4096, Default::default()),
             steps_open: OpenSteps::default(),
@@ -233,7 +250,7 @@ impl Completion {
             timeout_ns: timeout_ms.max(1) * 1_000_000,
             gpu: HashMap::default(),
             gpu_timer_hz,
-            out: Vec::with_capacity(4096),
+            out,
             dirty: Vec::new(),
             deferred: Vec::new(),
             deferred_ids: FxHashSet::default(),
@@ -258,17 +275,21 @@ impl Completion {
         self.steps_open.remove(id).is_some() || self.table.remove(&id).is_some()
     }
 
-    /// Take the records completed so far (the drain moves them straight into its history:
-    /// one copy per record, not two).
-    pub fn take(&mut self, into: &mut impl Extend<EventRecord>) {
-        into.extend(self.out.drain(..));
+    /// Where completed records went.
+    pub fn sink(&self) -> &S {
+        &self.out
     }
 
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.out
+    }
+
+    #[inline]
     fn emit(&mut self, rec: EventRecord) {
         if let Some(k) = rec.kind() {
             self.completed[k as usize] += 1;
         }
-        self.out.push(rec);
+        self.out.put(&rec);
     }
 
     /// One drain pass over the records read from all rings: first every new start, then the

@@ -11,7 +11,7 @@
 //! | `NCCLPROF_MAX_THREADS` | 128 | capture rings (NCCL threads that can record at once) |
 //! | `NCCLPROF_DRAIN_US` | 2000 | drain-thread period |
 //! | `NCCLPROF_HISTORY_MS` | 5000 | recent history kept for a viewer that attaches late |
-//! | `NCCLPROF_HISTORY_EVENTS` | 200000 | ... and at most this many records |
+//! | `NCCLPROF_HISTORY_EVENTS` | 200000 | ... of at most this many records (kept as Events frames, trimmed a frame of 2047 at a time: up to one frame more) |
 //! | `NCCLPROF_COMPLETION_TIMEOUT_MS` | 1000 | an op with no completion signal is reported as "end unknown" after this |
 //! | `NCCLPROF_MAX_OPEN` | 262144 | open events tracked at once (more are dropped, counted) |
 //! | `NCCLPROF_CLOCK` | `tsc` where invariant | `monotonic` forces `clock_gettime` on NCCL's threads |

@@ -9,8 +9,10 @@
 //!    states go into its entry of the ring's phases table instead and ride on its stop's
 //!    record ([`step_phases`]). Nothing else.
 //! 3. **completion** — [`completion`] on the drain thread: starts/states/stops → completed
-//!    records with true completion times; GPU timers converted ([`gpuclock`]).
-//! 4. **stream** — [`stream`]: history, frames, the bounded send queue to the viewer;
+//!    records with true completion times; GPU timers converted ([`gpuclock`]). Each record
+//!    is written once, into the open Events frame of the [`history`].
+//! 4. **stream** — [`stream`]: the history's sealed frames, shared with the sender thread
+//!    through the bounded send queue to the viewer;
 //!    [`link`] publishes the rendezvous entry and accepts viewers; [`control`] applies masks.
 //!
 //! [`lifecycle`] holds init/finalize/fork, and [`summary`] the line finalize logs about what
@@ -30,6 +32,7 @@ pub mod entry;
 pub mod gpuclock;
 pub mod guard;
 pub mod handle;
+pub mod history;
 pub mod intern;
 pub mod lifecycle;
 pub mod link;

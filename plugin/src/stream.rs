@@ -1,16 +1,16 @@
 //! The drain thread ("ncclprof-drain") and the sender thread ("ncclprof-send").
 //!
 //! Drain: every `NCCLPROF_DRAIN_US` it empties the capture rings (two phases: starts, then
-//! states/stops), converts timestamps, runs `completion`, keeps a bounded recent history and
-//! turns completed records into frames: Meta (new strings/communicators) before the Events
-//! that use them, Events at least every 10 ms, Counters and InFlight every 250 ms, MaskAck
-//! after every mask change.
+//! states/stops), converts timestamps and runs `completion`, which writes completed records
+//! into the bounded recent history's Events frames (`history`). It queues frames: Meta (new
+//! strings/communicators) before the Events that use them, Events at least every 10 ms,
+//! Counters and InFlight every 250 ms, MaskAck after every mask change.
 //!
 //! Send: takes frames from a bounded queue and performs the (possibly blocking) ipc-channel
 //! send. If the viewer is slow or stopped the queue fills and frames are dropped and counted;
 //! the drain thread — and NCCL's threads — never wait for the viewer.
 
-use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ use crate::Plugin;
 use crate::clock::{Calibration, now_raw};
 use crate::completion::{Completion, PassRecords};
 use crate::context::Contexts;
+use crate::history::History;
 use crate::ring::Ring;
 use crate::ring::{OP_START, RF_PHASES, Raw};
 
@@ -50,13 +51,30 @@ pub enum DrainMsg {
 /// A frame for the sender thread.
 pub struct Outgoing {
     generation: u64,
-    bytes: Vec<u8>,
+    bytes: FrameBytes,
     records: u64,
 }
 
+/// An outgoing frame's bytes.
+enum FrameBytes {
+    /// A message frame: its buffer goes back to the drain for reuse once sent.
+    Owned(Vec<u8>),
+    /// An Events frame of the history, shared, not copied.
+    Shared(Arc<Vec<u8>>),
+}
+
+impl FrameBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            FrameBytes::Owned(v) => v,
+            FrameBytes::Shared(v) => v,
+        }
+    }
+}
+
 const FRAME_QUEUE: usize = 32;
-/// Frame buffers the sender hands back for reuse: a fresh 192 KiB buffer per frame costs
-/// an mmap, page faults and a munmap (a third of the drain's time at 2 M events/s).
+/// Message frame buffers the sender hands back for reuse (Events frames are the history's:
+/// it reuses their buffers itself).
 const SPARE_BUFFERS: usize = 8;
 const EVENTS_EVERY_NS: u64 = 10_000_000;
 const SUMMARY_EVERY_NS: u64 = 250_000_000;
@@ -180,11 +198,9 @@ struct Session {
 pub struct Drain {
     p: &'static Plugin,
     cal: Calibration,
-    completion: Completion,
-    /// Completed records, oldest first; `history_base` is the sequence number of the front.
-    history: VecDeque<EventRecord>,
-    history_base: u64,
-    /// The viewer's position in the history (next record to send).
+    /// Completion, and the history it writes completed records into ([`Completion::sink`]).
+    completion: Completion<History>,
+    /// The viewer's position in the history: the next frame to send.
     cursor: Option<u64>,
     hello_pending: bool,
     meta_pending: bool,
@@ -239,12 +255,12 @@ impl Drain {
         Drain {
             p,
             cal,
-            completion: Completion::new(c.max_open, c.completion_timeout_ms, c.gpu_timer_hz),
-            // Reserved once (address space; pages are touched as used): growing a deque of
-            // millions of records by doubling copied tens of MB in one pass, a 50 ms stall.
-            // Twice the bound: a pass adds its records before the trim to the bound.
-            history: VecDeque::with_capacity(c.history_events.min(1 << 21) * 2 + 1),
-            history_base: 0,
+            completion: Completion::with_sink(
+                History::new(),
+                c.max_open,
+                c.completion_timeout_ms,
+                c.gpu_timer_hz,
+            ),
             cursor: None,
             hello_pending: false,
             meta_pending: false,
@@ -350,7 +366,6 @@ impl Drain {
         // child.
         let horizon = self.cal.to_ns(cut).min(monotonic_ns());
         self.completion.end_pass(horizon);
-        self.completion.take(&mut self.history);
         Pass {
             read,
             behind,
@@ -405,7 +420,7 @@ impl Drain {
 
     /// Queue a frame for the current viewer without ever waiting. False if the queue is full
     /// (the caller keeps what it could not send and retries next pass, or drops and counts).
-    fn try_queue(&mut self, bytes: Vec<u8>, records: u64) -> bool {
+    fn try_queue(&mut self, bytes: FrameBytes, records: u64) -> bool {
         let Some(s) = &self.session else { return false };
         let out = Outgoing {
             generation: s.generation,
@@ -415,8 +430,10 @@ impl Drain {
         match self.frames.try_send(out) {
             Ok(()) => true,
             Err(e) => {
-                if self.unqueued.len() < SPARE_BUFFERS {
-                    self.unqueued.push(e.into_inner().bytes);
+                if let FrameBytes::Owned(v) = e.into_inner().bytes
+                    && self.unqueued.len() < SPARE_BUFFERS
+                {
+                    self.unqueued.push(v);
                 }
                 false
             }
@@ -426,7 +443,7 @@ impl Drain {
     /// Queue a postcard message; false if it could not be queued now.
     fn queue_msg<T: serde::Serialize>(&mut self, kind: FrameKind, msg: &T) -> bool {
         let mut buf = self.buffer();
-        wire::encode_msg(kind, msg, &mut buf).is_ok() && self.try_queue(buf, 0)
+        wire::encode_msg(kind, msg, &mut buf).is_ok() && self.try_queue(FrameBytes::Owned(buf), 0)
     }
 
     /// Send new strings and changed communicators (all of them when `full`). Lossless: what
@@ -490,25 +507,26 @@ impl Drain {
     /// Stream history from the viewer's cursor, as many frames as the queue takes now.
     fn send_history(&mut self) {
         let Some(cursor) = self.cursor else { return };
-        let end = self.history_base + self.history.len() as u64;
-        let mut at = cursor.max(self.history_base);
-        while at < end {
-            let from = (at - self.history_base) as usize;
-            let n = ((end - at) as usize).min(wire::MAX_RECORDS_PER_FRAME);
-            let mut buf = self.buffer();
-            let (a, b) = self.history.as_slices();
-            let (first, second): (&[EventRecord], &[EventRecord]) = if from + n <= a.len() {
-                (&a[from..from + n], &[])
-            } else if from >= a.len() {
-                (&b[from - a.len()..from - a.len() + n], &[])
-            } else {
-                (&a[from..], &b[..n - (a.len() - from)])
+        let mut at = cursor.max(self.completion.sink().first_frame());
+        let mut sealed_open = false;
+        loop {
+            let next = self.completion.sink().sealed_from(at).next();
+            let Some((seq, bytes, records)) =
+                next.map(|(seq, f)| (seq, Arc::clone(&f.bytes), u64::from(f.records)))
+            else {
+                // Caught up: what completed since the last full frame goes now too, in a
+                // frame short of full. (Behind, it waits to fill: fewer, fuller frames.)
+                if sealed_open {
+                    break;
+                }
+                sealed_open = true;
+                self.completion.sink_mut().seal();
+                continue;
             };
-            wire::encode_events_parts(first, second, &mut buf);
-            if !self.try_queue(buf, n as u64) {
+            if !self.try_queue(FrameBytes::Shared(bytes), records) {
                 break;
             }
-            at += n as u64;
+            at = seq + 1;
         }
         self.cursor = Some(at);
     }
@@ -516,23 +534,14 @@ impl Drain {
     fn trim_history(&mut self, now: u64) {
         let c = &self.p.config;
         let horizon = now.saturating_sub(c.history_ms * 1_000_000);
-        while self.history.len() > c.history_events
-            || self
-                .history
-                .front()
-                .is_some_and(|r| r.end_ns.max(r.start_ns) < horizon)
-        {
-            self.history.pop_front();
-            self.history_base += 1;
-        }
+        let history = self.completion.sink_mut();
+        let trimmed = history.trim(c.history_events, horizon, self.cursor);
         // A viewer that fell behind the history window lost those records: count them.
-        if let Some(cur) = self.cursor
-            && cur < self.history_base
-        {
-            self.p
-                .viewer_slow
-                .fetch_add(self.history_base - cur, Ordering::Relaxed);
-            self.cursor = Some(self.history_base);
+        self.p
+            .viewer_slow
+            .fetch_add(trimmed.unsent, Ordering::Relaxed);
+        if let Some(cur) = self.cursor {
+            self.cursor = Some(cur.max(history.first_frame()));
         }
     }
 
@@ -544,7 +553,7 @@ impl Drain {
         self.hello_pending = !self.queue_msg(FrameKind::Hello, &hello);
         self.meta_pending = true;
         self.ack_pending = true;
-        self.cursor = Some(self.history_base);
+        self.cursor = Some(self.completion.sink().first_frame());
     }
 
     fn send_mask_ack(&mut self) -> bool {
@@ -597,10 +606,9 @@ impl Drain {
                 }
                 if last {
                     self.completion.flush_open(monotonic_ns());
-                    self.completion.take(&mut self.history);
                 }
                 self.publish(true);
-                let mut all: Vec<EventRecord> = self.history.iter().copied().collect();
+                let mut all = self.completion.sink().records(self.p.config.history_events);
                 all.sort_by_key(|r| r.start_ns);
                 let _ = reply.send((all, self.counters()));
             }
@@ -635,7 +643,7 @@ impl Drain {
                 self.ack_pending = !self.send_mask_ack();
             }
         }
-        if self.history.len() > p.config.history_events {
+        if self.completion.sink().len() > p.config.history_events {
             // Over the count bound: trim now, after sending, so the deque never outgrows its
             // reservation (the age bound is applied with the summaries below).
             self.trim_history(now);
@@ -750,10 +758,11 @@ pub fn run_sender(
         }
         match &current {
             Some((g, tx)) if *g == out.generation => {
-                if tx.send(&out.bytes).is_ok() {
+                let bytes = out.bytes.as_slice();
+                if tx.send(bytes).is_ok() {
                     p.frames_sent.fetch_add(1, Ordering::Relaxed);
                     p.bytes_sent
-                        .fetch_add(out.bytes.len() as u64, Ordering::Relaxed);
+                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 } else {
                     // Viewer gone mid-stream: stop sending to it; the link thread notices too.
                     p.viewer_slow.fetch_add(out.records, Ordering::Relaxed);
@@ -762,7 +771,9 @@ pub fn run_sender(
             }
             _ => {} // frame for a viewer that already left
         }
-        let _ = spare.try_send(out.bytes);
+        if let FrameBytes::Owned(v) = out.bytes {
+            let _ = spare.try_send(v);
+        }
     }
 }
 

@@ -306,6 +306,15 @@ fn header(kind: FrameKind, body_len: usize, out: &mut Vec<u8>) {
     out.extend_from_slice(&(body_len as u32).to_le_bytes());
 }
 
+/// Write the header of an Events frame whose records follow it in `frame` (its first
+/// [`HEADER_SIZE`] bytes are the header's place): for frames built record by record.
+pub fn write_events_header(frame: &mut [u8]) {
+    let body = frame.len() - HEADER_SIZE;
+    let mut h = Vec::with_capacity(HEADER_SIZE);
+    header(FrameKind::Events, body, &mut h);
+    frame[..HEADER_SIZE].copy_from_slice(&h);
+}
+
 /// Encode an Events frame into `out` (cleared first). `records.len()` must not exceed
 /// [`MAX_RECORDS_PER_FRAME`]; extra records are not encoded. Returns how many were encoded.
 pub fn encode_events(records: &[EventRecord], out: &mut Vec<u8>) -> usize {
@@ -315,21 +324,6 @@ pub fn encode_events(records: &[EventRecord], out: &mut Vec<u8>) -> usize {
     header(FrameKind::Events, body.len(), out);
     out.extend_from_slice(body);
     n
-}
-
-/// Encode an Events frame from two slices (e.g. the halves of a ring buffer) without an
-/// intermediate copy. Together they must not exceed [`MAX_RECORDS_PER_FRAME`].
-pub fn encode_events_parts(a: &[EventRecord], b: &[EventRecord], out: &mut Vec<u8>) {
-    let n = (a.len() + b.len()).min(MAX_RECORDS_PER_FRAME);
-    let (a, b) = (
-        &a[..a.len().min(n)],
-        &b[..(n - a.len().min(n)).min(b.len())],
-    );
-    out.clear();
-    out.reserve(HEADER_SIZE + n * RECORD_SIZE);
-    header(FrameKind::Events, (a.len() + b.len()) * RECORD_SIZE, out);
-    out.extend_from_slice(EventRecord::as_bytes(a));
-    out.extend_from_slice(EventRecord::as_bytes(b));
 }
 
 /// Encode a postcard-bodied frame. Fails only if the body would exceed [`MAX_FRAME`].
@@ -498,6 +492,26 @@ mod tests {
         assert_eq!(encode_events(&recs, &mut out), MAX_RECORDS_PER_FRAME);
         assert!(out.len() <= MAX_FRAME);
         assert!(encode(&Frame::Events(recs)).is_err());
+    }
+
+    #[test]
+    fn a_frame_built_record_by_record_is_the_encoded_frame() {
+        let recs: Vec<EventRecord> = (1..=3)
+            .map(|i| EventRecord {
+                id: i,
+                start_ns: 10 * i,
+                ..Default::default()
+            })
+            .collect();
+        let mut built = vec![0xAA; HEADER_SIZE];
+        for r in &recs {
+            built.extend_from_slice(EventRecord::as_bytes(std::slice::from_ref(r)));
+        }
+        write_events_header(&mut built);
+        let mut encoded = Vec::new();
+        encode_events(&recs, &mut encoded);
+        assert_eq!(built, encoded);
+        assert_eq!(decode(&built), Ok(Frame::Events(recs)));
     }
 
     #[test]
