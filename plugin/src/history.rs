@@ -65,8 +65,7 @@ impl Default for History {
 impl Sink for History {
     #[inline]
     fn put(&mut self, rec: &EventRecord) {
-        self.open
-            .extend_from_slice(EventRecord::as_bytes(std::slice::from_ref(rec)));
+        self.open.extend_from_slice(rec.bytes());
         self.open_newest = self.open_newest.max(rec.end_ns.max(rec.start_ns));
         self.records += 1;
         if self.open.len() + RECORD_SIZE > FRAME_BYTES {

@@ -171,6 +171,12 @@ impl EventRecord {
         }
     }
 
+    /// One record's bytes, as framed. (A fixed size: copying them is a few vector moves, where
+    /// a slice of [`EventRecord::as_bytes`] went through a `memcpy` call.)
+    pub fn bytes(&self) -> &[u8; RECORD_SIZE] {
+        bytemuck::cast_ref(self)
+    }
+
     /// View a record slice as bytes (for framing).
     pub fn as_bytes(records: &[EventRecord]) -> &[u8] {
         bytemuck::cast_slice(records)
