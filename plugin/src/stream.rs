@@ -3,8 +3,9 @@
 //! Drain: every `NCCLPROF_DRAIN_US` it empties the capture rings (two phases: starts, then
 //! states/stops), converts timestamps and runs `completion`, which writes completed records
 //! into the bounded recent history's Events frames (`history`). It queues frames: Meta (new
-//! strings/communicators) before the Events that use them, Events at least every 10 ms,
-//! Counters and InFlight every 250 ms, MaskAck after every mask change.
+//! strings/communicators) before the Events that use them, full Events frames after the pass
+//! that filled them and the rest at least every 10 ms, Counters and InFlight every 250 ms,
+//! MaskAck after every mask change.
 //!
 //! Send: takes frames from a bounded queue and performs the (possibly blocking) ipc-channel
 //! send. If the viewer is slow or stopped the queue fills and frames are dropped and counted;
