@@ -70,8 +70,16 @@ pub fn apply(store: &mut Store, msg: SourceMsg) {
             let p = store.proc_for(src, pid);
             let proc = &mut store.procs[p];
             if proc.state == ProcState::Live {
+                // The plugin says nothing when its process exits; a process that is gone after
+                // finalizing every communicator it reported ended normally (seen with real
+                // NCCL 2.28: a job that finished was shown as crashed). Gone with a
+                // communicator still open, it died: a crash, a kill, or an exit without
+                // `ncclCommDestroy`/`Finalize`.
+                let finalized = !proc.comms.is_empty() && proc.comms.iter().all(|c| c.finalized);
                 proc.state = if alive {
                     ProcState::Ended("stream closed".into())
+                } else if finalized {
+                    ProcState::Ended("exited after finalizing its communicators".into())
                 } else {
                     ProcState::Crashed
                 };
@@ -453,6 +461,56 @@ mod tests {
             assert!(x.kernels.iter().eq(y.kernels.iter()));
             assert!(x.other.iter().eq(y.other.iter()));
         }
+    }
+
+    /// A process gone after finalizing every communicator ended; gone with one open, crashed.
+    #[test]
+    fn a_process_gone_is_crashed_only_with_a_communicator_open() {
+        let meta = |finalized: [bool; 2]| {
+            Frame::Meta(wire::Meta {
+                comms: (0..2)
+                    .map(|i| wire::CommInfo {
+                        index: i,
+                        comm_hash: 7 + u64::from(i),
+                        name: String::new(),
+                        nranks: 1,
+                        nnodes: 1,
+                        rank: 0,
+                        api_version: 5,
+                        finalized: finalized[i as usize],
+                    })
+                    .collect(),
+                strings: Vec::new(),
+            })
+        };
+        let gone = |finalized: [bool; 2]| {
+            let mut st = Store::new(1 << 20);
+            apply_frame(&mut st, 1, 9, meta([false, false]));
+            apply_frame(&mut st, 1, 9, meta(finalized));
+            apply(
+                &mut st,
+                SourceMsg::Closed {
+                    src: 1,
+                    pid: 9,
+                    alive: false,
+                },
+            );
+            st.procs[0].state.clone()
+        };
+        assert!(matches!(gone([true, true]), ProcState::Ended(r) if r.contains("finalizing")));
+        assert_eq!(gone([true, false]), ProcState::Crashed);
+        assert_eq!(gone([false, false]), ProcState::Crashed);
+        // No communicator reported at all: nothing says it ended normally.
+        let mut st = Store::new(1 << 20);
+        apply(
+            &mut st,
+            SourceMsg::Closed {
+                src: 1,
+                pid: 9,
+                alive: false,
+            },
+        );
+        assert_eq!(st.procs[0].state, ProcState::Crashed);
     }
 
     #[test]
