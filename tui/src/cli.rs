@@ -62,7 +62,7 @@ pub enum Cmd {
 
 #[derive(Debug, Clone, Args)]
 pub struct LiveArgs {
-    /// Rendezvous directory (must be yours, mode 0700).
+    /// Rendezvous directory (must be yours, mode 0700; created so if missing).
     #[arg(long, env = "NCCLPROF_DIR", hide_env_values = true)]
     pub dir: Option<PathBuf>,
 }
@@ -113,7 +113,7 @@ pub struct RecordArgs {
     /// Snapshot file to write (Chrome trace JSON).
     #[arg(long, short)]
     pub output: PathBuf,
-    /// Rendezvous directory (must be yours, mode 0700).
+    /// Rendezvous directory (must be yours, mode 0700; created so if missing).
     #[arg(long, env = "NCCLPROF_DIR", hide_env_values = true)]
     pub dir: Option<PathBuf>,
 }

@@ -61,7 +61,9 @@ fn open_files(g: &Global, a: OpenArgs) -> anyhow::Result<()> {
 /// Record for the duration, write the snapshot, return the one-line summary.
 pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
     let dir = resolve_dir(a.dir);
-    link::check_dir(&dir).with_context(|| format!("cannot record from {}", dir.display()))?;
+    // Created if missing, as `live` does: `record` started before the job (a batch script, a
+    // second terminal) must wait for it, not fail (seen on a real-NCCL run).
+    link::ensure_dir(&dir).with_context(|| format!("cannot record from {}", dir.display()))?;
     // Fail before recording, not after, if the output cannot be written there.
     let out_dir = match a.output.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),

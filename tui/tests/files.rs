@@ -332,17 +332,34 @@ fn record_writes_a_snapshot_headlessly() {
     );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(v["otherData"]["format"], snapshot::FORMAT);
+    // A missing directory is made, private, as `live` makes it: the viewer may start first.
+    let missing = t.path().join("missing");
+    ncclprof_tui::commands::record(
+        &g,
+        ncclprof_tui::cli::RecordArgs {
+            duration: Duration::from_millis(10),
+            output: out.clone(),
+            dir: Some(missing.clone()),
+        },
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&missing).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
     // A directory that is not private is refused with the reason.
+    let open = t.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
     let e = ncclprof_tui::commands::record(
         &g,
         ncclprof_tui::cli::RecordArgs {
             duration: Duration::from_millis(10),
             output: out,
-            dir: Some(t.path().join("missing")),
+            dir: Some(open),
         },
     )
     .unwrap_err();
-    assert!(format!("{e:#}").contains("cannot record from"));
+    assert!(format!("{e:#}").contains("cannot record from"), "{e:#}");
 }
 
 #[test]
