@@ -175,8 +175,9 @@ pub struct Series<T> {
     /// would evict a second chunk for each one kept, and since a chunk is made before the
     /// evictions it causes, only every other chunk would find a spare. It is bounded instead:
     /// one chunk per presized table (kernels, proxy ops and steps: 144 + 160 + 256 KiB per
-    /// lane), held from an eviction to the table's next chunk, and let go when eviction
-    /// empties the series, so a table that stopped keeps one only until its last records go.
+    /// lane), all spares together at most [`SPARE_SHARE`] of the store's cap
+    /// ([`Store::enforce_cap`]), and let go when eviction empties the series, so a table that
+    /// stopped keeps one only until its last records go.
     spare: Vec<T>,
     /// `acct` of the chunk `spare` came from: the items its resident pages hold.
     spare_acct: usize,
@@ -330,10 +331,15 @@ impl<T: Timed> Series<T> {
         self.chunks().next().map(|c| c.min_start)
     }
 
-    /// Drop the oldest chunk: (items, bytes) freed. Its allocation becomes the spare of a
-    /// presized series (see `spare`) unless a snapshot still holds the chunk, which frees it
-    /// when written.
-    pub fn evict_oldest(&mut self) -> (usize, usize) {
+    /// Bytes of the spare allocation (see `spare`).
+    pub fn spare_bytes(&self) -> usize {
+        self.spare.capacity() * std::mem::size_of::<T>()
+    }
+
+    /// Drop the oldest chunk: (items, bytes) freed. With `keep_spare`, its allocation becomes
+    /// the spare of a presized series (see `spare`) unless a snapshot still holds the chunk,
+    /// which frees it when written.
+    pub fn evict_oldest(&mut self, keep_spare: bool) -> (usize, usize) {
         let (items, acct, owned) = match self.sealed.pop_front() {
             Some(c) => (c.items.len(), c.acct, Arc::into_inner(c)),
             None => match self.open.take() {
@@ -351,6 +357,7 @@ impl<T: Timed> Series<T> {
             self.spare = Vec::new();
             self.spare_acct = 0;
         } else if self.presize
+            && keep_spare
             && let Some(mut c) = owned
         {
             c.items.clear();
@@ -747,7 +754,28 @@ impl Lane {
             + self.steps.bytes()
             + self.other.bytes()
     }
+
+    fn spare_bytes(&self) -> usize {
+        self.ops.spare_bytes()
+            + self.kernels.spare_bytes()
+            + self.proxy_ops.spare_bytes()
+            + self.steps.spare_bytes()
+            + self.other.spare_bytes()
+    }
 }
+
+/// Evict `s`'s oldest chunk, keeping its allocation as the spare only where that adds at most
+/// `room` bytes to all spares together. Returns (items, bytes freed, change in spare bytes).
+fn evict_within<T: Timed>(s: &mut Series<T>, room: usize) -> (usize, usize, isize) {
+    let before = s.spare_bytes();
+    let chunk = s.chunk_cap * std::mem::size_of::<T>();
+    let (n, b) = s.evict_oldest(chunk <= room + before);
+    (n, b, s.spare_bytes() as isize - before as isize)
+}
+
+/// All tables' spare allocations together (see `Series::spare`) hold at most this share of
+/// the memory cap, outside it: 32 MiB at the default 1 GiB, the spares of about 57 lanes.
+pub const SPARE_SHARE: usize = 32;
 
 /// Connection state of a process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1036,6 +1064,9 @@ impl Store {
 
     /// Evict the oldest chunks until under the memory cap.
     pub fn enforce_cap(&mut self) {
+        // Spare bytes now, counted at the first eviction (each eviction below adjusts it).
+        let mut spares = None;
+        let budget = self.max_memory / SPARE_SHARE;
         while self.bytes > self.max_memory {
             // The lane and table with the oldest front chunk.
             let mut best: Option<(u64, usize, u8)> = None;
@@ -1056,14 +1087,17 @@ impl Store {
                 }
             }
             let Some((_, i, which)) = best else { break };
+            let all = *spares.get_or_insert_with(|| self.lanes.iter().map(Lane::spare_bytes).sum());
+            let room = budget.saturating_sub(all);
             let l = &mut self.lanes[i];
-            let (n, b) = match which {
-                0 => l.ops.evict_oldest(),
-                1 => l.kernels.evict_oldest(),
-                2 => l.proxy_ops.evict_oldest(),
-                3 => l.steps.evict_oldest(),
-                _ => l.other.evict_oldest(),
+            let (n, b, spare_change) = match which {
+                0 => evict_within(&mut l.ops, room),
+                1 => evict_within(&mut l.kernels, room),
+                2 => evict_within(&mut l.proxy_ops, room),
+                3 => evict_within(&mut l.steps, room),
+                _ => evict_within(&mut l.other, room),
             };
+            spares = Some(all.saturating_add_signed(spare_change));
             if n == 0 && b == 0 {
                 break;
             }
@@ -1164,7 +1198,7 @@ mod tests {
             .map(|(b, x)| x.start(b))
             .collect();
         assert_eq!(got, vec![600_000]);
-        let (n, _) = s.evict_oldest();
+        let (n, _) = s.evict_oldest(true);
         assert_eq!(n, 4);
         assert_eq!(s.len(), 3);
     }
@@ -1247,7 +1281,7 @@ mod tests {
             s.push(t(i), |b| Step::pack(&r, b));
         }
         s.settle();
-        s.evict_oldest();
+        s.evict_oldest(true);
         assert_eq!(s.len(), 4000 - 1024);
         assert_eq!(copy.len(), 2500);
         let after: Vec<u64> = copy.iter().map(|(b, x)| x.start(b)).collect();
@@ -1283,7 +1317,7 @@ mod tests {
                 assert_eq!(s.bytes(), want, "cap {cap} n {n}");
             }
             let before = s.bytes();
-            let (n, b) = s.evict_oldest();
+            let (n, b) = s.evict_oldest(true);
             assert_eq!((n, b), (cap, cap * 32));
             assert_eq!(s.bytes(), before - b);
         }
@@ -1311,7 +1345,7 @@ mod tests {
         push_steps(&mut s, 0, 2 * cap as u64 + 1);
         let oldest = s.sealed[0].items.as_ptr();
         let before = s.bytes();
-        assert_eq!(s.evict_oldest(), (cap, cap * 32));
+        assert_eq!(s.evict_oldest(true), (cap, cap * 32));
         assert_eq!(s.bytes(), before - cap * 32);
         assert_eq!(s.spare.capacity(), cap);
         assert!(s.spare.is_empty());
@@ -1360,7 +1394,7 @@ mod tests {
         let copy = s.clone();
         let seen: Vec<(u64, u32)> = copy.iter().map(|(b, x)| (x.start(b), x.dur)).collect();
         let oldest = s.sealed[0].items.as_ptr();
-        s.evict_oldest();
+        s.evict_oldest(true);
         assert_eq!(s.spare.capacity(), 0, "the copy holds it");
         push_steps(&mut s, 2 * cap as u64 + 1, 3 * cap as u64 + 1);
         assert_ne!(s.open.as_ref().unwrap().items.as_ptr(), oldest);
@@ -1372,7 +1406,7 @@ mod tests {
         assert_eq!(copy.spare.capacity(), 0);
         drop(copy);
         let next = s.sealed[0].items.as_ptr();
-        s.evict_oldest();
+        s.evict_oldest(true);
         assert_eq!(s.spare.capacity(), cap);
         push_steps(&mut s, 3 * cap as u64 + 1, 4 * cap as u64 + 1);
         assert_eq!(s.open.as_ref().unwrap().items.as_ptr(), next);
@@ -1384,7 +1418,9 @@ mod tests {
     /// keeps no spare.
     #[test]
     fn accounting_holds_at_the_cap_with_reuse() {
-        let mut st = Store::new(1 << 20);
+        // The spares' budget (a 32nd of the cap) holds one step chunk.
+        let cap = 8 << 20;
+        let mut st = Store::new(cap);
         let keys = [0, 1].map(|rank| LaneKey {
             proc: 0,
             comm: 0,
@@ -1392,14 +1428,16 @@ mod tests {
         });
         let lanes = keys.map(|k| st.lane_for(k));
         let mut copy = None;
-        let n = 200_000u64;
+        let n = 500_000u64;
         // New chunks of lane 0 made at the cap, fresh or on a reused allocation, once the
         // copies have been gone for a chunk.
         let (mut fresh, mut reused) = (0, 0);
-        let settled = n / 2 + 8192;
+        // After the copies are gone (n / 2), the store is at its cap (262 144 steps) and lane 1
+        // is emptied, with the spare it held (the budget is one chunk): ≈ 330 000.
+        let settled = 340_000;
         for i in 0..n {
-            // Lane 1 stops at a quarter: its records become the oldest and are all evicted.
-            let l = if i < n / 4 && i % 3 == 0 {
+            // Lane 1 stops at a tenth: its records become the oldest and are all evicted.
+            let l = if i < n / 10 && i % 3 == 0 {
                 lanes[1]
             } else {
                 lanes[0]
@@ -1426,7 +1464,7 @@ mod tests {
                     Some(st.clone())
                 };
             }
-            assert!(st.bytes <= 1 << 20);
+            assert!(st.bytes <= cap);
             if i % 1000 == 0 {
                 assert_eq!(st.bytes, st.recount_bytes());
                 for l in &st.lanes {
@@ -1444,6 +1482,38 @@ mod tests {
         let stopped = &st.lanes[lanes[1]].steps;
         assert!(stopped.is_empty());
         assert_eq!(stopped.spare.capacity(), 0);
+    }
+
+    /// However many lanes are evicted from, their spares together stay within the budget.
+    #[test]
+    fn spares_stay_within_their_share_of_the_cap() {
+        let cap = 16 << 20;
+        let mut st = Store::new(cap);
+        let lanes: Vec<usize> = (0..64)
+            .map(|rank| {
+                st.lane_for(LaneKey {
+                    proc: 0,
+                    comm: 0,
+                    rank,
+                })
+            })
+            .collect();
+        let spares = |st: &Store| st.lanes.iter().map(Lane::spare_bytes).sum::<usize>();
+        let mut most = 0;
+        for i in 0..1_200_000u64 {
+            let l = lanes[(i % 64) as usize];
+            let r = step(1_000_000 + i * 100, 50);
+            let d = st.lanes[l].steps.push(r.start_ns, |b| Step::pack(&r, b));
+            st.note(d, r.start_ns, r.end_ns);
+            st.enforce_cap();
+            if i % 4096 == 0 {
+                most = most.max(spares(&st));
+                assert!(st.bytes <= cap);
+            }
+        }
+        assert!(st.evicted > 0);
+        assert!(most > 0, "some lane kept a spare");
+        assert!(most <= cap / SPARE_SHARE, "{most} spare bytes");
     }
 
     #[test]
