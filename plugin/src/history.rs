@@ -172,6 +172,18 @@ impl History {
                 self.spare.push(bytes);
             }
         }
+        // The open frame is aged too: without a viewer it is sealed only when full, and at a
+        // low rate it would hold records of any age (newer than every sealed frame's, so only
+        // once they are all gone).
+        let open = (self.open.len() - HEADER_SIZE) / RECORD_SIZE;
+        if self.sealed.is_empty() && open > 0 && self.open_newest < horizon {
+            self.open.truncate(HEADER_SIZE);
+            self.open_newest = 0;
+            self.records -= open;
+            if cursor.is_some() {
+                trimmed.unsent += open as u64;
+            }
+        }
         trimmed
     }
 
@@ -292,5 +304,23 @@ mod tests {
         assert_eq!(h.end_frame(), 4);
         assert_eq!(h.spare.len(), 1);
         assert_eq!(h.open.as_ptr(), last);
+        // Records too old in the open frame go once every sealed frame has: unsent if a
+        // viewer is attached.
+        let late = |i: u64| EventRecord {
+            id: i + 1,
+            start_ns: 1_000_000 + i,
+            end_ns: 1_000_000 + i,
+            ..EventRecord::default()
+        };
+        for i in 0..5 {
+            h.put(&late(i));
+        }
+        // Frame 3 ended before the horizon and goes, unsent to a viewer at frame 3; the open
+        // frame's records are newer and stay.
+        assert_eq!(h.trim(0, 10 * per, Some(3)), Trimmed { unsent: per });
+        assert_eq!(h.len(), 5);
+        assert_eq!(h.trim(0, u64::MAX, Some(4)), Trimmed { unsent: 5 });
+        assert!(h.is_empty());
+        assert_eq!(h.records(usize::MAX), []);
     }
 }

@@ -4,8 +4,8 @@
 //! states/stops), converts timestamps and runs `completion`, which writes completed records
 //! into the bounded recent history's Events frames (`history`). It queues frames: Meta (new
 //! strings/communicators) before the Events that use them, full Events frames after the pass
-//! that filled them and the rest at least every 10 ms, Counters and InFlight every 250 ms,
-//! MaskAck after every mask change.
+//! that filled them and, once the viewer has caught up, the rest every 10 ms, Counters and
+//! InFlight every 250 ms, MaskAck after every mask change.
 //!
 //! Send: takes frames from a bounded queue and performs the (possibly blocking) ipc-channel
 //! send. If the viewer is slow or stopped the queue fills and frames are dropped and counted;
@@ -538,10 +538,13 @@ impl Drain {
         let horizon = now.saturating_sub(c.history_ms * 1_000_000);
         let history = self.completion.sink_mut();
         let trimmed = history.trim(c.history_events, horizon, self.cursor);
-        // A viewer that fell behind the history window lost those records: count them.
-        self.p
-            .viewer_slow
-            .fetch_add(trimmed.unsent, Ordering::Relaxed);
+        // A viewer that fell behind the history window lost those records: count them. (Only
+        // then: this runs most passes, and the counter shares a line the sender writes.)
+        if trimmed.unsent > 0 {
+            self.p
+                .viewer_slow
+                .fetch_add(trimmed.unsent, Ordering::Relaxed);
+        }
         if let Some(cur) = self.cursor {
             self.cursor = Some(cur.max(history.first_frame()));
         }
@@ -617,8 +620,9 @@ impl Drain {
         }
     }
 
-    /// Move completed records to history and, with a viewer, into frames — never waiting:
-    /// what the queue cannot take now stays (history cursor, pending flags) for the next pass.
+    /// Queue what the viewer is owed (Hello, Meta, the history's frames from its cursor,
+    /// MaskAck, summaries) and trim the history — never waiting: what the queue cannot take
+    /// now stays (history cursor, pending flags) for the next pass.
     fn publish(&mut self, force: bool) {
         let now = monotonic_ns();
         let p = self.p;
@@ -655,8 +659,8 @@ impl Drain {
             }
         }
         if self.completion.sink().len() > p.config.history_events {
-            // Over the count bound: trim now, after sending, so the deque never outgrows its
-            // reservation (the age bound is applied with the summaries below).
+            // Over the count bound: trim now, after sending, so that the history's memory stays
+            // bounded between summaries (which apply the age bound too).
             self.trim_history(now);
         }
         if now.saturating_sub(self.last_summary) >= SUMMARY_EVERY_NS {
