@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Real NCCL (the one PyTorch ships) on one GPU, through ctypes, with a profiler plugin:
+all-reduces and self send/recv groups; prints RESULT lines."""
+import argparse
+import ctypes
+import os
+import sys
+import time
+from ctypes import POINTER, c_int, c_size_t, c_void_p
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--plugin", default="none")
+ap.add_argument("--name", default="")
+ap.add_argument("--iters", type=int, default=20000)
+ap.add_argument("--bytes", type=int, default=4096)
+ap.add_argument("--p2p", type=int, default=200)
+ap.add_argument("--comms", type=int, default=1)
+ap.add_argument("--cycles", type=int, default=1)
+ap.add_argument("--fork", action="store_true")
+a = ap.parse_args()
+os.environ["NCCL_PROFILER_PLUGIN"] = a.plugin
+import torch  # noqa: E402
+
+torch.cuda.init()
+path = next((l.split()[-1] for l in open("/proc/self/maps") if "libnccl.so" in l), None)
+if path is None:
+    import glob
+    import site
+
+    cands = [g for d in site.getsitepackages() for g in glob.glob(d + "/nvidia/nccl*/lib/libnccl.so*")]
+    path = cands[0] if cands else "libnccl.so.2"
+print("libnccl:", path, flush=True)
+nccl = ctypes.CDLL(path)
+
+
+class UID(ctypes.Structure):
+    _fields_ = [("b", ctypes.c_char * 128)]
+
+
+def chk(r, what):
+    if r != 0:
+        nccl.ncclGetErrorString.restype = ctypes.c_char_p
+        sys.exit(f"RESULT fail {what}: {r} {nccl.ncclGetErrorString(r)}")
+
+
+nccl.ncclCommInitRank.argtypes = [POINTER(c_void_p), c_int, UID, c_int]
+for f in ("ncclAllReduce",):
+    getattr(nccl, f).argtypes = [c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p, c_void_p]
+for f in ("ncclSend", "ncclRecv"):
+    getattr(nccl, f).argtypes = [c_void_p, c_size_t, c_int, c_int, c_void_p, c_void_p]
+v = c_int()
+nccl.ncclGetVersion(ctypes.byref(v))
+def cycle(c):
+    global x, y, s
+    comms = []
+    for _ in range(a.comms):
+        uid = UID()
+        chk(nccl.ncclGetUniqueId(ctypes.byref(uid)), "uid")
+        comm = c_void_p()
+        chk(nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0), "init")
+        comms.append(comm)
+    n = max(a.bytes // 4, 1)
+    x = torch.arange(n, device="cuda", dtype=torch.float32)
+    y = torch.empty_like(x)
+    s = c_void_p(torch.cuda.current_stream().cuda_stream)
+    F32, SUM = 7, 0
+
+
+    def allreduce(comm):
+        chk(nccl.ncclAllReduce(c_void_p(x.data_ptr()), c_void_p(y.data_ptr()), n, F32, SUM, comm, s), "allreduce")
+
+
+    for i in range(100):
+        allreduce(comms[i % len(comms)])
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(a.iters):
+        allreduce(comms[i % len(comms)])
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    ok_ar = torch.equal(x, y)
+    y.zero_()
+    t1 = time.perf_counter()
+    for i in range(a.p2p):
+        comm = comms[i % len(comms)]
+        chk(nccl.ncclGroupStart(), "groupstart")
+        chk(nccl.ncclSend(c_void_p(x.data_ptr()), n, F32, 0, comm, s), "send")
+        chk(nccl.ncclRecv(c_void_p(y.data_ptr()), n, F32, 0, comm, s), "recv")
+        chk(nccl.ncclGroupEnd(), "groupend")
+    torch.cuda.synchronize()
+    dt_p2p = time.perf_counter() - t1
+    ok_p2p = torch.equal(x, y)
+    if a.fork:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        _, st = os.waitpid(pid, 0)
+        print(f"RESULT forked child status={st}", flush=True)
+        for i in range(a.p2p):
+            comm = comms[i % len(comms)]
+            chk(nccl.ncclGroupStart(), "groupstart")
+            chk(nccl.ncclSend(c_void_p(x.data_ptr()), n, F32, 0, comm, s), "send")
+            chk(nccl.ncclRecv(c_void_p(y.data_ptr()), n, F32, 0, comm, s), "recv")
+            chk(nccl.ncclGroupEnd(), "groupend")
+        torch.cuda.synchronize()
+    for comm in comms:
+        chk(nccl.ncclCommFinalize(comm), "finalize")
+        chk(nccl.ncclCommDestroy(comm), "destroy")
+    print(
+        f"RESULT cycle={c} nccl={v.value} plugin={a.name or a.plugin} comms={a.comms} iters={a.iters} bytes={a.bytes} "
+        f"us_per_allreduce={dt / max(a.iters, 1) * 1e6:.3f} us_per_p2p_group={dt_p2p / max(a.p2p, 1) * 1e6:.3f} allreduce_ok={ok_ar} p2p_ok={ok_p2p}",
+        flush=True,
+    )
+
+
+for c in range(a.cycles):
+    cycle(c)
