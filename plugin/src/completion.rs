@@ -56,6 +56,8 @@ struct Open {
     last_activity: u64,
     /// ProxyOp: progressed (InProgress or a legacy state seen).
     progressed: bool,
+    /// ProxyOp: a sweep already found it unprogressed (see [`Completion::sweep`]).
+    swept: bool,
     /// ProxyOp: open steps (step index, id). NCCL keeps at most 8 (`NCCL_STEPS`), which fit
     /// inline; more are tracked too, on the heap. Inline because a growing `Vec` cost four
     /// allocations and a free per ProxyOp on the drain thread.
@@ -87,6 +89,7 @@ impl Open {
             kernel_min: u64::MAX,
             last_activity: now,
             progressed: false,
+            swept: false,
             steps: SmallVec::new(),
             steps_done: None,
             steps_finished: 0,
@@ -997,6 +1000,7 @@ impl<S: Sink> Completion<S> {
         self.dropped[DropReason::Abandoned as usize] += leaked as u64;
         let mut finish = Vec::new();
         let mut orphans = Vec::new();
+        let mut suspects = Vec::new();
         for (&id, o) in &self.table {
             let Some(kind) = o.rec.kind() else { continue };
             if is_container(kind) {
@@ -1008,11 +1012,25 @@ impl<S: Sink> Completion<S> {
                 && (!self.table.contains_key(&o.rec.parent)
                     || now.saturating_sub(o.rec.start_ns) > self.timeout_ns)
             {
-                orphans.push(id);
+                // Non-network only if a whole sweep period went by without InProgress: an op
+                // read just before this sweep may have its InProgress in the next pass (one
+                // whose parent is not here, a PXN op or one whose collective was dropped, was
+                // taken for non-network at once, and its states and stop became unknown
+                // handles: a few per 30 s in the stream bench).
+                if o.swept {
+                    orphans.push(id);
+                } else {
+                    suspects.push(id);
+                }
             } else if kind != EventKind::ProxyOp
                 && now.saturating_sub(o.last_activity) > 60 * self.timeout_ns
             {
                 orphans.push(id); // leaked leaf (e.g. a restarted step NCCL never stopped)
+            }
+        }
+        for id in suspects {
+            if let Some(o) = self.table.get_mut(&id) {
+                o.swept = true;
             }
         }
         for id in finish {
@@ -1231,6 +1249,57 @@ mod tests {
             c.take(&mut out);
             out
         }
+    }
+
+    /// A sweep between a ProxyOp's start and its InProgress (read a pass later) does not take
+    /// it for a non-network op, even with no parent here (PXN, a dropped collective); a second
+    /// sweep with still no progress does.
+    #[test]
+    fn a_sweep_before_an_ops_progress_leaves_it_open() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.id(EventKind::ProxyOp);
+        f.push(
+            OP_START,
+            EventKind::ProxyOp,
+            op,
+            0,
+            0,
+            [0, 1 | (1 << 8), 8, 0],
+        );
+        c.pass(std::mem::take(&mut f.items).as_slice(), false);
+        c.end_pass(200_000_000); // a sweep
+        let s = st::PROXY_OP_IN_PROGRESS as u8;
+        f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+        let step = f.step_start(op, 0);
+        f.step_end(step);
+        f.stop(EventKind::ProxyOp, op);
+        c.pass(std::mem::take(&mut f.items).as_slice(), false);
+        c.end_pass(210_000_000);
+        let mut out = Vec::new();
+        c.take(&mut out);
+        assert_eq!(c.dropped[DropReason::UnknownHandle as usize], 0);
+        let op_rec = out.iter().find(|r| r.id == op).expect("the op");
+        assert_eq!(op_rec.flags & F_NOT_NETWORK, 0);
+        assert!(out.iter().any(|r| r.id == step && r.parent == op));
+        // An op that never progresses is reported as non-network at the second sweep.
+        let idle = f.id(EventKind::ProxyOp);
+        f.push(
+            OP_START,
+            EventKind::ProxyOp,
+            idle,
+            0,
+            0,
+            [0, 1 | (1 << 8), 8, 0],
+        );
+        c.pass(std::mem::take(&mut f.items).as_slice(), false);
+        c.end_pass(400_000_000);
+        c.take(&mut out);
+        assert!(!out.iter().any(|r| r.id == idle));
+        c.end_pass(600_000_000);
+        c.take(&mut out);
+        let idle_rec = out.iter().find(|r| r.id == idle).expect("reported");
+        assert_ne!(idle_rec.flags & F_NOT_NETWORK, 0);
     }
 
     /// A step deferred with its op (the op's collective arrives a pass later) still gets the
