@@ -253,7 +253,18 @@ fn main() {
                 - drop0.get(r as usize).copied().unwrap_or(0)
         };
         let (ring, slow) = (reason(DropReason::RingFull), reason(DropReason::ViewerSlow));
+        // The other reasons, named: "0", or e.g. "2 (unknown handle 2)".
+        let others: Vec<String> = DropReason::ALL
+            .iter()
+            .filter(|&&r| r != DropReason::RingFull && r != DropReason::ViewerSlow)
+            .filter(|&&r| reason(r) > 0)
+            .map(|&r| format!("{} {}", r.name(), reason(r)))
+            .collect();
         let all: u64 = DropReason::ALL.iter().map(|&r| reason(r)).sum();
+        let other = match all - ring - slow {
+            0 => "0".to_string(),
+            n => format!("{n} ({})", others.join(", ")),
+        };
         s.lat.sort_unstable();
         let pct = |p: usize| {
             s.lat
@@ -280,7 +291,7 @@ fn main() {
             got as f64 / produced.max(1) as f64 * 100.0,
             ring,
             slow,
-            all - ring - slow,
+            other,
             pct(50),
             pct(99),
             stages[0],
