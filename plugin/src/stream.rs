@@ -599,6 +599,10 @@ impl Drain {
                 let asked = now_raw();
                 loop {
                     let pass = self.pass();
+                    // As the run loop does after each pass: a viewer gets the full frames, and
+                    // the history stays within its bound however large the backlog (it held
+                    // the whole backlog until the end of the flush, found in review).
+                    self.publish(false);
                     if !pass.stopped_at_cut || pass.cut >= asked {
                         break;
                     }
