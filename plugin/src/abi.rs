@@ -25,8 +25,10 @@ pub type NcclLogger =
     Option<unsafe extern "C" fn(c_int, c_ulong, *const c_char, c_int, *const c_char, ...)>;
 pub const NCCL_LOG_WARN: c_int = 2;
 pub const NCCL_LOG_INFO: c_int = 3;
-/// `NCCL_INIT | NCCL_PROFILE`-style subsystem flag used for our log lines.
+/// NCCL's `NCCL_PROFILE` subsystem flag.
 pub const NCCL_PROFILE_FLAG: c_ulong = 0x4000;
+/// NCCL's `NCCL_INIT` subsystem flag (in `NCCL_DEBUG_SUBSYS`'s default set).
+pub const NCCL_INIT_FLAG: c_ulong = 0x1;
 
 /// `init` of v1–v3.
 pub type InitV1 = unsafe extern "C" fn(*mut *mut c_void, *mut c_int) -> NcclResult;

@@ -4,7 +4,7 @@
 use std::ffi::{CString, c_int};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::abi::{NCCL_LOG_INFO, NCCL_LOG_WARN, NCCL_PROFILE_FLAG, NcclLogger};
+use crate::abi::{NCCL_INIT_FLAG, NCCL_LOG_INFO, NCCL_LOG_WARN, NCCL_PROFILE_FLAG, NcclLogger};
 
 static LOGGER: AtomicUsize = AtomicUsize::new(0);
 
@@ -37,7 +37,10 @@ fn emit(level: c_int, msg: &str) {
         ) = std::mem::transmute(f);
         f(
             level,
-            NCCL_PROFILE_FLAG,
+            // INIT too: our INFO lines are the load line and the finalize summary, which
+            // belong with NCCL's own plugin-load lines, shown with a plain `NCCL_DEBUG=INFO`
+            // (seen with NCCL 2.28: PROFILE alone hid them unless `NCCL_DEBUG_SUBSYS` named it).
+            NCCL_INIT_FLAG | NCCL_PROFILE_FLAG,
             c"ncclprof".as_ptr(),
             0,
             c"%s".as_ptr(),
