@@ -10,7 +10,7 @@
 //! | `NCCLPROF_RING_EVENTS` | 65536 | capture-ring slots per NCCL thread (64 B each, 4 MiB; plus 64 KiB of open ProxySteps' states) |
 //! | `NCCLPROF_MAX_THREADS` | 128 | capture rings (NCCL threads that can record at once) |
 //! | `NCCLPROF_DRAIN_US` | 2000 | drain-thread period |
-//! | `NCCLPROF_HISTORY_MS` | 5000 | recent history kept for a viewer that attaches late |
+//! | `NCCLPROF_HISTORY_MS` | 5000 | recent history kept for a viewer that attaches late (not aged when a dump file is asked for) |
 //! | `NCCLPROF_HISTORY_EVENTS` | 200000 | ... of at most this many records (kept as Events frames, trimmed a frame of 2047 at a time: up to one frame more) |
 //! | `NCCLPROF_COMPLETION_TIMEOUT_MS` | 1000 | an op with no completion signal is reported as "end unknown" after this |
 //! | `NCCLPROF_MAX_OPEN` | 262144 | open events tracked at once (more are dropped, counted) |

@@ -203,6 +203,9 @@ pub struct Drain {
     completion: Completion<History>,
     /// The viewer's position in the history: the next frame to send.
     cursor: Option<u64>,
+    /// A dump file is asked for (`NCCL_PROFILE_DUMP_FILE` or `exampleProfilerStart`'s name):
+    /// the history is not aged (see `trim_history`). Read at every summary tick.
+    dump_wanted: bool,
     hello_pending: bool,
     meta_pending: bool,
     ack_pending: bool,
@@ -263,6 +266,7 @@ impl Drain {
                 c.gpu_timer_hz,
             ),
             cursor: None,
+            dump_wanted: p.config.dump_file.is_some(),
             hello_pending: false,
             meta_pending: false,
             ack_pending: false,
@@ -535,7 +539,14 @@ impl Drain {
 
     fn trim_history(&mut self, now: u64) {
         let c = &self.p.config;
-        let horizon = now.saturating_sub(c.history_ms * 1_000_000);
+        // With a dump file asked for, the history is the profile that finalize writes: a job
+        // that idles longer than the age bound before it finalizes (a checkpoint) would write
+        // an empty one. Then only the count bound applies.
+        let horizon = if self.dump_wanted {
+            0
+        } else {
+            now.saturating_sub(c.history_ms * 1_000_000)
+        };
         let history = self.completion.sink_mut();
         let trimmed = history.trim(c.history_events, horizon, self.cursor);
         // A viewer that fell behind the history window lost those records: count them. (Only
@@ -669,6 +680,11 @@ impl Drain {
         }
         if now.saturating_sub(self.last_summary) >= SUMMARY_EVERY_NS {
             self.last_summary = now;
+            self.dump_wanted = p
+                .dump_prefix
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some();
             self.trim_history(now);
             if self.session.is_some() {
                 let inflight = self.completion.in_flight(now, 512);
