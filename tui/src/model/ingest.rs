@@ -71,11 +71,18 @@ pub fn apply(store: &mut Store, msg: SourceMsg) {
             let proc = &mut store.procs[p];
             if proc.state == ProcState::Live {
                 // The plugin says nothing when its process exits; a process that is gone after
-                // finalizing every communicator it reported ended normally (seen with real
-                // NCCL 2.28: a job that finished was shown as crashed). Gone with a
-                // communicator still open, it died: a crash, a kill, or an exit without
-                // `ncclCommDestroy`/`Finalize`.
-                let finalized = !proc.comms.is_empty() && proc.comms.iter().all(|c| c.finalized);
+                // finalizing every communicator it reported, with nothing in flight at its
+                // last summary, ended normally (seen with real NCCL 2.28: a job that finished
+                // was shown as crashed). Gone with a communicator still open, it died: a
+                // crash, a kill, or an exit without `ncclCommDestroy`/`Finalize`. Gone with
+                // operations in flight, it was most likely torn down hung: NCCL finalizes a
+                // communicator on `ncclCommAbort` too, which a watchdog calls on a hang before
+                // it kills the job. (The summary is sent every 250 ms: a hung job that lives
+                // that long after its abort, or a clean one whose last operations have no
+                // completion signal and were still waiting for it, is misjudged.)
+                let finalized = !proc.comms.is_empty()
+                    && proc.comms.iter().all(|c| c.finalized)
+                    && proc.open_total == 0;
                 proc.state = if alive {
                     ProcState::Ended("stream closed".into())
                 } else if finalized {
@@ -463,9 +470,10 @@ mod tests {
         }
     }
 
-    /// A process gone after finalizing every communicator ended; gone with one open, crashed.
+    /// A process gone after finalizing every communicator, nothing in flight, ended; gone with
+    /// one open, or with operations in flight (a hung job aborted), crashed.
     #[test]
-    fn a_process_gone_is_crashed_only_with_a_communicator_open() {
+    fn a_process_gone_is_crashed_unless_it_finalized_with_nothing_in_flight() {
         let meta = |finalized: [bool; 2]| {
             Frame::Meta(wire::Meta {
                 comms: (0..2)
@@ -483,9 +491,19 @@ mod tests {
                 strings: Vec::new(),
             })
         };
-        let gone = |finalized: [bool; 2]| {
+        let gone_with = |finalized: [bool; 2], in_flight: u32| {
             let mut st = Store::new(1 << 20);
             apply_frame(&mut st, 1, 9, meta([false, false]));
+            apply_frame(
+                &mut st,
+                1,
+                9,
+                Frame::InFlight(wire::InFlight {
+                    at_ns: 1,
+                    total: in_flight,
+                    ops: Vec::new(),
+                }),
+            );
             apply_frame(&mut st, 1, 9, meta(finalized));
             apply(
                 &mut st,
@@ -497,9 +515,12 @@ mod tests {
             );
             st.procs[0].state.clone()
         };
+        let gone = |finalized| gone_with(finalized, 0);
         assert!(matches!(gone([true, true]), ProcState::Ended(r) if r.contains("finalizing")));
         assert_eq!(gone([true, false]), ProcState::Crashed);
         assert_eq!(gone([false, false]), ProcState::Crashed);
+        // Every communicator finalized, but an operation in flight at the last summary.
+        assert_eq!(gone_with([true, true], 1), ProcState::Crashed);
         // No communicator reported at all: nothing says it ended normally.
         let mut st = Store::new(1 << 20);
         apply(
