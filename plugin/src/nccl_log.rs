@@ -37,9 +37,10 @@ fn emit(level: c_int, msg: &str) {
         ) = std::mem::transmute(f);
         f(
             level,
-            // INIT too: our INFO lines are the load line and the finalize summary, which
-            // belong with NCCL's own plugin-load lines, shown with a plain `NCCL_DEBUG=INFO`
-            // (seen with NCCL 2.28: PROFILE alone hid them unless `NCCL_DEBUG_SUBSYS` named it).
+            // INIT too: our lines are the load line, the finalize summary and warnings, which
+            // belong with NCCL's own plugin-load lines. NCCL filters every level, WARN
+            // included, by `NCCL_DEBUG_SUBSYS` (default INIT,BOOTSTRAP,ENV): under PROFILE
+            // alone they were hidden unless it was named (seen with NCCL 2.28).
             NCCL_INIT_FLAG | NCCL_PROFILE_FLAG,
             c"ncclprof".as_ptr(),
             0,
