@@ -51,7 +51,6 @@ for f in ("ncclSend", "ncclRecv"):
 v = c_int()
 nccl.ncclGetVersion(ctypes.byref(v))
 def cycle(c):
-    global x, y, s
     comms = []
     for _ in range(a.comms):
         uid = UID()
@@ -65,10 +64,18 @@ def cycle(c):
     s = c_void_p(torch.cuda.current_stream().cuda_stream)
     F32, SUM = 7, 0
 
-
     def allreduce(comm):
         chk(nccl.ncclAllReduce(c_void_p(x.data_ptr()), c_void_p(y.data_ptr()), n, F32, SUM, comm, s), "allreduce")
 
+    def p2p_groups():
+        """a.p2p groups of a send and a recv to self, round robin over the communicators"""
+        for i in range(a.p2p):
+            comm = comms[i % len(comms)]
+            chk(nccl.ncclGroupStart(), "groupstart")
+            chk(nccl.ncclSend(c_void_p(x.data_ptr()), n, F32, 0, comm, s), "send")
+            chk(nccl.ncclRecv(c_void_p(y.data_ptr()), n, F32, 0, comm, s), "recv")
+            chk(nccl.ncclGroupEnd(), "groupend")
+        torch.cuda.synchronize()
 
     for i in range(100):
         allreduce(comms[i % len(comms)])
@@ -81,13 +88,7 @@ def cycle(c):
     ok_ar = torch.equal(x, y)
     y.zero_()
     t1 = time.perf_counter()
-    for i in range(a.p2p):
-        comm = comms[i % len(comms)]
-        chk(nccl.ncclGroupStart(), "groupstart")
-        chk(nccl.ncclSend(c_void_p(x.data_ptr()), n, F32, 0, comm, s), "send")
-        chk(nccl.ncclRecv(c_void_p(y.data_ptr()), n, F32, 0, comm, s), "recv")
-        chk(nccl.ncclGroupEnd(), "groupend")
-    torch.cuda.synchronize()
+    p2p_groups()
     dt_p2p = time.perf_counter() - t1
     ok_p2p = torch.equal(x, y)
     if a.fork:
@@ -96,13 +97,7 @@ def cycle(c):
             os._exit(0)
         _, st = os.waitpid(pid, 0)
         print(f"RESULT forked child status={st}", flush=True)
-        for i in range(a.p2p):
-            comm = comms[i % len(comms)]
-            chk(nccl.ncclGroupStart(), "groupstart")
-            chk(nccl.ncclSend(c_void_p(x.data_ptr()), n, F32, 0, comm, s), "send")
-            chk(nccl.ncclRecv(c_void_p(y.data_ptr()), n, F32, 0, comm, s), "recv")
-            chk(nccl.ncclGroupEnd(), "groupend")
-        torch.cuda.synchronize()
+        p2p_groups()
     for comm in comms:
         chk(nccl.ncclCommFinalize(comm), "finalize")
         chk(nccl.ncclCommDestroy(comm), "destroy")

@@ -139,3 +139,66 @@ impl TestViewer {
             .collect()
     }
 }
+
+/// The dump-file scenario of `dump_file.rs` and `dump_file_idle.rs`: with `env` set too, 10
+/// Coll events, `idle` without NCCL work, then the last finalize, whose dump must hold all
+/// 10, written atomically, with their end flagged unknown (no completion signal).
+pub fn ten_collectives_then_dump(env: &[(&str, &str)], idle: Duration) {
+    use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4};
+    use std::ffi::{c_int, c_void};
+    type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("job");
+    // SAFETY: set before the plugin's first init.
+    unsafe {
+        std::env::set_var("NCCLPROF_DIR", dir.path().join("rdv"));
+        std::env::set_var("NCCL_PROFILE_DUMP_FILE", &prefix);
+        for (k, v) in env {
+            std::env::set_var(k, v);
+        }
+    }
+    let lib = load();
+    // SAFETY: the symbol is the v6 table.
+    let t: &T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
+    let mut ctx: *mut c_void = std::ptr::null_mut();
+    let mut mask: c_int = 0;
+    // SAFETY: valid out-pointers.
+    unsafe { (t.init)(&mut ctx, 42, &mut mask, c"dumpcomm".as_ptr(), 1, 1, 0, None) };
+    for i in 0..10u64 {
+        // SAFETY: zeroed descriptors are valid; handles come from start_event.
+        unsafe {
+            let mut d: v6::Descr = std::mem::zeroed();
+            d.type_ = u64::from(EventKind::Coll.bit());
+            d.u.coll.seq_number = i;
+            d.u.coll.func = c"AllGather".as_ptr();
+            let mut h = std::ptr::null_mut();
+            (t.start_event)(ctx, &mut h, &mut d);
+            (t.stop_event)(h);
+        }
+    }
+    std::thread::sleep(idle);
+    let t0 = std::time::Instant::now();
+    // SAFETY: ctx from init.
+    unsafe { (t.finalize)(ctx) };
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(1),
+        "finalize must return promptly"
+    );
+    let path = format!("{}.{}.json", prefix.display(), std::process::id());
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let spans: Vec<&serde_json::Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "Coll")
+        .collect();
+    assert_eq!(spans.len(), 10);
+    assert_eq!(spans[0]["name"], "AllGather");
+    // Ops without completion signal are reported as such, never with an invented end.
+    let flags = spans[0]["args"]["ncclprof"]["flags"].as_u64().unwrap() as u16;
+    assert_ne!(flags & ncclprof_shared::record::F_END_UNKNOWN, 0);
+    assert_eq!(v["otherData"]["format"], ncclprof_shared::trace::FORMAT);
+    assert!(text.contains("dumpcomm"));
+    assert!(!std::path::Path::new(&format!("{path}.tmp")).exists());
+}

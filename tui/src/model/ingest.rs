@@ -491,6 +491,18 @@ mod tests {
                 strings: Vec::new(),
             })
         };
+        // The stream closes and the process is no longer alive: the state it is left in.
+        let gone_now = |st: &mut Store| {
+            apply(
+                st,
+                SourceMsg::Closed {
+                    src: 1,
+                    pid: 9,
+                    alive: false,
+                },
+            );
+            st.procs[0].state.clone()
+        };
         let gone_with = |finalized: [bool; 2], in_flight: u32| {
             let mut st = Store::new(1 << 20);
             apply_frame(&mut st, 1, 9, meta([false, false]));
@@ -505,15 +517,7 @@ mod tests {
                 }),
             );
             apply_frame(&mut st, 1, 9, meta(finalized));
-            apply(
-                &mut st,
-                SourceMsg::Closed {
-                    src: 1,
-                    pid: 9,
-                    alive: false,
-                },
-            );
-            st.procs[0].state.clone()
+            gone_now(&mut st)
         };
         let gone = |finalized| gone_with(finalized, 0);
         assert!(matches!(gone([true, true]), ProcState::Ended(r) if r.contains("finalizing")));
@@ -522,16 +526,7 @@ mod tests {
         // Every communicator finalized, but an operation in flight at the last summary.
         assert_eq!(gone_with([true, true], 1), ProcState::Crashed);
         // No communicator reported at all: nothing says it ended normally.
-        let mut st = Store::new(1 << 20);
-        apply(
-            &mut st,
-            SourceMsg::Closed {
-                src: 1,
-                pid: 9,
-                alive: false,
-            },
-        );
-        assert_eq!(st.procs[0].state, ProcState::Crashed);
+        assert_eq!(gone_now(&mut Store::new(1 << 20)), ProcState::Crashed);
     }
 
     #[test]
