@@ -518,27 +518,29 @@ impl Drain {
     fn send_history(&mut self, open_too: bool) {
         let Some(cursor) = self.cursor else { return };
         let mut at = cursor.max(self.completion.sink().first_frame());
-        let mut sealed_open = false;
+        // Caught up: what completed since the last full frame goes now too, in a frame short
+        // of full. (Behind, it waits to fill: fewer, fuller frames.)
+        if self.queue_sealed(&mut at) && open_too {
+            self.completion.sink_mut().seal();
+            self.queue_sealed(&mut at);
+        }
+        self.cursor = Some(at);
+    }
+
+    /// Queue the history's sealed frames from `*at` on, advancing it; whether all went.
+    fn queue_sealed(&mut self, at: &mut u64) -> bool {
         loop {
-            let next = self.completion.sink().sealed_from(at).next();
+            let next = self.completion.sink().sealed_from(*at).next();
             let Some((seq, bytes, records)) =
                 next.map(|(seq, f)| (seq, Arc::clone(&f.bytes), u64::from(f.records)))
             else {
-                // Caught up: what completed since the last full frame goes now too, in a
-                // frame short of full. (Behind, it waits to fill: fewer, fuller frames.)
-                if sealed_open || !open_too {
-                    break;
-                }
-                sealed_open = true;
-                self.completion.sink_mut().seal();
-                continue;
+                return true;
             };
             if !self.try_queue(FrameBytes::Shared(bytes), records) {
-                break;
+                return false;
             }
-            at = seq + 1;
+            *at = seq + 1;
         }
-        self.cursor = Some(at);
     }
 
     fn trim_history(&mut self, now: u64) {

@@ -299,20 +299,24 @@ pub enum DecodeError {
     Body { kind: FrameKind, msg: String },
 }
 
+fn header_bytes(kind: FrameKind, body_len: usize) -> [u8; HEADER_SIZE] {
+    let mut h = [0; HEADER_SIZE];
+    h[..4].copy_from_slice(&MAGIC);
+    h[4..6].copy_from_slice(&(PROTOCOL_VERSION as u16).to_le_bytes());
+    h[6..8].copy_from_slice(&(kind as u16).to_le_bytes());
+    h[8..].copy_from_slice(&(body_len as u32).to_le_bytes());
+    h
+}
+
 fn header(kind: FrameKind, body_len: usize, out: &mut Vec<u8>) {
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&(PROTOCOL_VERSION as u16).to_le_bytes());
-    out.extend_from_slice(&(kind as u16).to_le_bytes());
-    out.extend_from_slice(&(body_len as u32).to_le_bytes());
+    out.extend_from_slice(&header_bytes(kind, body_len));
 }
 
 /// Write the header of an Events frame whose records follow it in `frame` (its first
 /// [`HEADER_SIZE`] bytes are the header's place): for frames built record by record.
 pub fn write_events_header(frame: &mut [u8]) {
     let body = frame.len() - HEADER_SIZE;
-    let mut h = Vec::with_capacity(HEADER_SIZE);
-    header(FrameKind::Events, body, &mut h);
-    frame[..HEADER_SIZE].copy_from_slice(&h);
+    frame[..HEADER_SIZE].copy_from_slice(&header_bytes(FrameKind::Events, body));
 }
 
 /// Encode an Events frame into `out` (cleared first). `records.len()` must not exceed
