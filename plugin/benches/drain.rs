@@ -23,7 +23,7 @@
 use std::time::{Duration, Instant};
 
 use nccl_profiler_ncclprof::clock::{Calibration, now_raw};
-use nccl_profiler_ncclprof::completion::{Completion, Item};
+use nccl_profiler_ncclprof::completion::{Completion, Item, Signals};
 use nccl_profiler_ncclprof::context::Contexts;
 use nccl_profiler_ncclprof::handle;
 use nccl_profiler_ncclprof::history::History;
@@ -235,7 +235,7 @@ fn run(rings: u32, source: Source) {
             None => {
                 let t0 = Instant::now();
                 for pass in &passes {
-                    c.pass(pass.as_slice(), true);
+                    c.pass(pass.as_slice(), Signals::ALL);
                     c.end_pass(ts.get());
                     c.sink_mut().trim(HISTORY_EVENTS, 0, None);
                     completed = completed_now(&c);
@@ -270,7 +270,7 @@ fn run(rings: u32, source: Source) {
                     let t0 = Instant::now();
                     // SAFETY: readable ranges, released below after the pass.
                     let records = unsafe { InRings::new(&ranges, &cal, &contexts) };
-                    c.pass(&records, true);
+                    c.pass(&records, Signals::ALL);
                     for &(ring, _, h) in &ranges {
                         ring.release(h);
                     }

@@ -7,8 +7,10 @@
 //! - ProxyOps that never record InProgress are non-network (spec §4.6): they never stop and
 //!   do not hold their parent; they are reported with `F_NOT_NETWORK` once the parent is done.
 //! - API events and groups complete when their stop was seen and their children completed.
-//! - Where no completion signal exists, the op is reported after a timeout with
-//!   `F_END_UNKNOWN` and its enqueue stop as end — never an invented time.
+//! - Where no completion signal exists, the op is reported with `F_END_UNKNOWN` and its
+//!   enqueue stop as end — never an invented time: at once where none can come ([`Signals`]:
+//!   a send/recv to self, or neither KernelCh nor ProxyOp events in the mask), else after a
+//!   timeout.
 //! - Parents are looked up by id in this table only; an unknown parent (stale CUDA-graph
 //!   handle, dropped record, NULL) is flagged `F_PARENT_UNKNOWN`. Foreign (PXN) ProxyOps are
 //!   never linked to a local parent.
@@ -71,6 +73,8 @@ struct Open {
     steps_finished: u32,
     /// Passes since completion first looked possible.
     quiet: u8,
+    /// Coll/P2p: no child can tell its completion (see [`Signals`]); complete at its stop.
+    no_signal: bool,
 }
 
 impl Open {
@@ -94,6 +98,7 @@ impl Open {
             steps_done: None,
             steps_finished: 0,
             quiet: 0,
+            no_signal: false,
         }
     }
 }
@@ -128,6 +133,53 @@ impl PassRecords for [Item] {
             if take(&it.raw) {
                 f(&it.raw, it.ns, it.rank);
             }
+        }
+    }
+}
+
+/// Which children can signal that a Coll/P2p finished on the GPU, by the event mask (the
+/// drain's view of it: see `stream`). Without either, nothing will ever come, and a Coll/P2p
+/// held open for the completion timeout pinned itself, its API parent and its group in the
+/// open table for a second (a burst of small groups filled it).
+#[derive(Clone, Copy, Debug)]
+pub struct Signals {
+    /// KernelCh events are on: one per channel of each Coll/P2p (spec §4.10).
+    pub kernel_ch: bool,
+    /// ProxyOp events can come (network transfers; spec §4.6).
+    pub proxy_op: bool,
+}
+
+impl Signals {
+    /// Both kinds of signal possible (tests and benches that feed ProxyOps and no KernelCh
+    /// say `kernel_ch: false`).
+    pub const ALL: Signals = Signals {
+        kernel_ch: true,
+        proxy_op: true,
+    };
+}
+
+/// The drain's view of [`Signals`] from the mask in force, pass after pass. NCCL copies the
+/// mask into each task when the user calls, so a task made before ProxyOp events were turned
+/// off still gets them: they count as possible until the mask has been without them for
+/// `settle_ns`.
+#[derive(Debug, Default)]
+pub struct SignalsWatch {
+    /// Since when (host ns) the mask has had ProxyOp off; `None` while on.
+    proxy_off_since: Option<u64>,
+}
+
+impl SignalsWatch {
+    pub fn at(&mut self, mask: u32, now: u64, settle_ns: u64) -> Signals {
+        let proxy_on = mask & EventKind::ProxyOp.bit() != 0;
+        let since = if proxy_on {
+            self.proxy_off_since = None;
+            now
+        } else {
+            *self.proxy_off_since.get_or_insert(now)
+        };
+        Signals {
+            kernel_ch: mask & EventKind::KernelCh.bit() != 0,
+            proxy_op: proxy_on || now.saturating_sub(since) < settle_ns,
         }
     }
 }
@@ -264,6 +316,11 @@ impl<S: Sink> Completion<S> {
         }
     }
 
+    /// How long an open event may wait for a sign of progress before it is reported.
+    pub fn timeout_ns(&self) -> u64 {
+        self.timeout_ns
+    }
+
     /// Records waiting for a parent from another thread's ring (see [`Completion::pass`]).
     pub fn deferred(&self) -> usize {
         self.deferred.len()
@@ -309,7 +366,7 @@ impl<S: Sink> Completion<S> {
     /// other start, and NetPlugin events after the steps (nothing but a NetPlugin event has
     /// a step for parent, and nothing has a NetPlugin event for parent). With the table full
     /// (`max_open`), what starts later in this order is what is dropped.
-    pub fn pass(&mut self, records: &(impl PassRecords + ?Sized), kernel_on: bool) {
+    pub fn pass(&mut self, records: &(impl PassRecords + ?Sized), signals: Signals) {
         let mut carried = std::mem::take(&mut self.deferred);
         self.deferred_ids.clear();
         let step = EventKind::ProxyStep as u8;
@@ -327,7 +384,7 @@ impl<S: Sink> Completion<S> {
                 net_in_pass |= r.kind == net;
                 r.op == OP_START && r.kind != step && r.kind != net
             },
-            |r, ns, rank| self.start(r, ns, rank, kernel_on, false),
+            |r, ns, rank| self.start(r, ns, rank, signals, false),
         );
         let steps_in_order = !net_in_pass && !holds_net_plugin(&carried);
         if !steps_in_order {
@@ -336,13 +393,13 @@ impl<S: Sink> Completion<S> {
             for kind in [step, net] {
                 records.visit(
                     |r| r.op == OP_START && r.kind == kind,
-                    |r, ns, rank| self.start(r, ns, rank, kernel_on, false),
+                    |r, ns, rank| self.start(r, ns, rank, signals, false),
                 );
             }
         }
         let mut carried_starts = false;
         for it in carried.iter().filter(|i| i.raw.op == OP_START) {
-            self.start(&it.raw, it.ns, it.rank, kernel_on, true);
+            self.start(&it.raw, it.ns, it.rank, signals, true);
             carried_starts = true;
         }
         // A new record deferred above may have had its parent among the carried starts (a
@@ -355,7 +412,7 @@ impl<S: Sink> Completion<S> {
             for it in waiting {
                 if it.raw.op == OP_START && self.parent_open(&it.raw) {
                     self.deferred_ids.remove(&it.raw.id);
-                    self.start(&it.raw, it.ns, it.rank, kernel_on, true);
+                    self.start(&it.raw, it.ns, it.rank, signals, true);
                 } else {
                     self.deferred.push(it);
                 }
@@ -368,7 +425,7 @@ impl<S: Sink> Completion<S> {
             |r| r.op != OP_START || (steps_in_order && r.kind == step),
             |r, ns, rank| {
                 if r.op == OP_START {
-                    self.start(r, ns, rank, kernel_on, false); // a step, in ring order (see above)
+                    self.start(r, ns, rank, signals, false); // a step, in ring order (see above)
                     return;
                 }
                 // Most records are a state of an open step: handled here, without the general
@@ -406,10 +463,11 @@ impl<S: Sink> Completion<S> {
         r.kind == EventKind::NetPlugin as u8 && self.steps_open.contains(r.parent)
     }
 
-    /// Phase A: a start record; `kernel_on` = KernelCh bit in force. A start whose parent is
+    /// Phase A: a start record; `signals`: what the mask in force lets complete a Coll/P2p.
+    /// A start whose parent is
     /// not known yet is deferred once (`retry` = this is the second try): the parent may sit
     /// in another thread's ring beyond this pass's snapshot.
-    fn start(&mut self, r: &Raw, ns: u64, rank: i32, kernel_on: bool, retry: bool) {
+    fn start(&mut self, r: &Raw, ns: u64, rank: i32, signals: Signals, retry: bool) {
         let ctx = CtxInfo { rank };
         let Some(kind) = EventKind::from_u8(r.kind) else {
             return;
@@ -464,9 +522,10 @@ impl<S: Sink> Completion<S> {
                 rec.sub = hi(w[3]) as u8;
                 rec.p[4] = u64::from((hi(w[3]) >> 8) as u8);
                 o = Open::new(rec, ns);
-                if kernel_on {
+                if signals.kernel_ch {
                     o.kernels_expected = u32::from(rec.sub).min(64);
                 }
+                o.no_signal = !signals.kernel_ch && !signals.proxy_op;
             }
             EventKind::P2p => {
                 rec.x = lo(w[0]);
@@ -474,7 +533,12 @@ impl<S: Sink> Completion<S> {
                 rec.p[1] = w[1];
                 rec.p[2] = w[2];
                 o = Open::new(rec, ns);
-                if kernel_on {
+                // NCCL plans neither a network nor a profiler proxy op for a send/recv to
+                // self (`addP2pToPlan`: `nProxyOps = selfSend ? 0 : 2`), so no ProxyOp and no
+                // KernelCh ever comes for it.
+                let to_self = ctx.rank >= 0 && rec.x == ctx.rank as u32;
+                o.no_signal = to_self || (!signals.kernel_ch && !signals.proxy_op);
+                if signals.kernel_ch && !o.no_signal {
                     o.kernels_expected = u32::from(rec.sub).min(64);
                 }
             }
@@ -884,6 +948,9 @@ impl<S: Sink> Completion<S> {
                 if active > 0 {
                     return None; // in flight (possibly hung): stays visible in InFlight
                 }
+                if o.no_signal && o.children_done == 0 {
+                    return Some(false); // nothing will tell its end: the enqueue stop, flagged
+                }
                 if o.children_done > 0 && o.kernels_done >= o.kernels_expected && o.quiet >= 1 {
                     return Some(true);
                 }
@@ -1170,6 +1237,12 @@ mod tests {
     use super::*;
     use crate::handle;
 
+    /// What these tests feed: ProxyOps and steps, no KernelCh events.
+    const PROXY_ONLY: Signals = Signals {
+        kernel_ch: false,
+        proxy_op: true,
+    };
+
     /// Builds raw records the way the capture path does (one ring, increasing sequence).
     struct Feed {
         seq: u64,
@@ -1243,7 +1316,7 @@ mod tests {
             self.push(OP_STOP, kind, id, 0, 0, [0; 4]);
         }
         fn run(&mut self, c: &mut Completion) -> Vec<EventRecord> {
-            c.pass(std::mem::take(&mut self.items).as_slice(), false);
+            c.pass(std::mem::take(&mut self.items).as_slice(), PROXY_ONLY);
             c.end_pass(self.ts);
             let mut out = Vec::new();
             c.take(&mut out);
@@ -1267,14 +1340,14 @@ mod tests {
             0,
             [0, 1 | (1 << 8), 8, 0],
         );
-        c.pass(std::mem::take(&mut f.items).as_slice(), false);
+        c.pass(std::mem::take(&mut f.items).as_slice(), PROXY_ONLY);
         c.end_pass(200_000_000); // a sweep
         let s = st::PROXY_OP_IN_PROGRESS as u8;
         f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
         let step = f.step_start(op, 0);
         f.step_end(step);
         f.stop(EventKind::ProxyOp, op);
-        c.pass(std::mem::take(&mut f.items).as_slice(), false);
+        c.pass(std::mem::take(&mut f.items).as_slice(), PROXY_ONLY);
         c.end_pass(210_000_000);
         let mut out = Vec::new();
         c.take(&mut out);
@@ -1292,7 +1365,7 @@ mod tests {
             0,
             [0, 1 | (1 << 8), 8, 0],
         );
-        c.pass(std::mem::take(&mut f.items).as_slice(), false);
+        c.pass(std::mem::take(&mut f.items).as_slice(), PROXY_ONLY);
         c.end_pass(400_000_000);
         c.take(&mut out);
         assert!(!out.iter().any(|r| r.id == idle));
@@ -1469,7 +1542,7 @@ mod tests {
             }
             push(OP_STOP, EventKind::ProxyOp, op, 0, 0, [0; 4]);
         }
-        c.pass(items.as_slice(), false);
+        c.pass(items.as_slice(), PROXY_ONLY);
         c.end_pass(ts);
         let mut out = Vec::new();
         c.take(&mut out);
@@ -1530,7 +1603,7 @@ mod tests {
             rec(160, OP_STOP, EventKind::ProxyStep, step, 0, 0),
             rec(170, OP_STOP, EventKind::ProxyOp, op, 0, 0),
         ];
-        c.pass(items.as_slice(), false);
+        c.pass(items.as_slice(), PROXY_ONLY);
         assert_eq!(c.deferred(), 0);
         c.end_pass(200);
         let mut out = Vec::new();
@@ -1647,5 +1720,135 @@ mod tests {
         c.end_pass(f.ts + 61_000_000 + 200_000_000); // past 60 × the 1 ms timeout
         assert_eq!(c.open_events(), 0);
         assert_eq!(c.dropped[DropReason::Abandoned as usize], 1);
+    }
+
+    /// A group of one send/recv pair to `peer` (the feed's rank is 0), as NCCL calls it: the
+    /// API events during the user's calls, the P2p tasks at group end. Returns the ids
+    /// (group, [api, p2p] per direction).
+    fn p2p_group(f: &mut Feed, peer: u32) -> (u64, Vec<(u64, u64)>) {
+        let group = f.id(EventKind::GroupApi);
+        f.push(OP_START, EventKind::GroupApi, group, 0, 0, [0; 4]);
+        let mut pairs = Vec::new();
+        for _ in 0..2 {
+            let api = f.id(EventKind::P2pApi);
+            f.push(OP_START, EventKind::P2pApi, api, group, 0, [0; 4]);
+            f.stop(EventKind::P2pApi, api);
+            pairs.push((api, 0));
+        }
+        f.stop(EventKind::GroupApi, group);
+        for pair in &mut pairs {
+            let p2p = f.id(EventKind::P2p);
+            let w0 = u64::from(peer) | (2 << 32); // 2 channels
+            f.push(OP_START, EventKind::P2p, p2p, pair.0, 0, [w0, 4096, 0, 0]);
+            f.stop(EventKind::P2p, p2p);
+            pair.1 = p2p;
+        }
+        (group, pairs)
+    }
+
+    /// A send/recv to self gets no ProxyOp and no KernelCh (NCCL plans no proxy op for it):
+    /// it completes at its stop, end unknown, and its API event and group right after,
+    /// without waiting for the timeout. One to another rank still waits for its kernels.
+    #[test]
+    fn a_send_to_self_completes_without_waiting_for_signals() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let (group, pairs) = p2p_group(&mut f, 0);
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            c.end_pass(f.ts); // far inside the 1 s timeout
+            c.take(&mut out);
+        }
+        assert_eq!(out.len(), 5, "group, 2 API events, 2 P2p: {out:?}");
+        assert_eq!(c.open_events(), 0);
+        for &(api, p2p) in &pairs {
+            let r = out.iter().find(|r| r.id == p2p).expect("the P2p");
+            assert_ne!(r.flags & F_END_UNKNOWN, 0);
+            assert_eq!(r.end_ns, r.p[3], "its enqueue stop, not an invented end");
+            assert!(out.iter().any(|r| r.id == api));
+        }
+        assert!(out.iter().any(|r| r.id == group));
+
+        let (_, pairs) = p2p_group(&mut f, 1);
+        for _ in 0..3 {
+            c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            c.end_pass(f.ts);
+        }
+        let p2p = pairs[0].1;
+        out.clear();
+        c.take(&mut out);
+        assert!(
+            out.is_empty(),
+            "a P2p to rank 1 waits for its KernelCh: {out:?}"
+        );
+        let k = f.id(EventKind::KernelCh);
+        f.push(OP_START, EventKind::KernelCh, k, p2p, 0, [0; 4]);
+        f.stop(EventKind::KernelCh, k);
+        let k = f.id(EventKind::KernelCh);
+        f.push(OP_START, EventKind::KernelCh, k, p2p, 0, [0; 4]);
+        f.stop(EventKind::KernelCh, k);
+        for _ in 0..2 {
+            c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            c.end_pass(f.ts);
+        }
+        c.take(&mut out);
+        let r = out
+            .iter()
+            .find(|r| r.id == p2p)
+            .expect("completed by its kernels");
+        assert_ne!(r.flags & F_END_KNOWN, 0);
+    }
+
+    /// With neither KernelCh nor ProxyOp events in the mask nothing can signal a Coll's
+    /// end: it is reported at its stop. With ProxyOps possible it waits for the timeout.
+    #[test]
+    fn a_coll_with_no_possible_signal_completes_at_its_stop() {
+        let none = Signals {
+            kernel_ch: false,
+            proxy_op: false,
+        };
+        for (signals, done_at_once) in [(none, true), (PROXY_ONLY, false)] {
+            let mut c = Completion::new(262_144, 1000, 0.0);
+            let mut f = Feed::new();
+            let coll = f.id(EventKind::Coll);
+            f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 4 << 32]);
+            f.stop(EventKind::Coll, coll);
+            let mut out = Vec::new();
+            for _ in 0..2 {
+                c.pass(std::mem::take(&mut f.items).as_slice(), signals);
+                c.end_pass(f.ts);
+                c.take(&mut out);
+            }
+            assert_eq!(out.len(), usize::from(done_at_once), "{signals:?}");
+            if done_at_once {
+                assert_ne!(out[0].flags & F_END_UNKNOWN, 0);
+            } else {
+                c.end_pass(f.ts + 1_200_000_000); // past the timeout, at a sweep
+                c.take(&mut out);
+                assert_eq!(out.len(), 1);
+                assert_ne!(out[0].flags & F_END_UNKNOWN, 0);
+            }
+        }
+    }
+
+    /// ProxyOps stay possible for `settle` after the mask turned them off (tasks made before
+    /// keep the old mask), and at once when it turns them on again.
+    #[test]
+    fn proxy_ops_count_as_possible_until_the_mask_has_settled() {
+        let all = EventKind::ALL.iter().fold(0, |m, k| m | k.bit());
+        let off = all & !EventKind::ProxyOp.bit() & !EventKind::KernelCh.bit();
+        let mut w = SignalsWatch::default();
+        let s = w.at(all, 10, 100);
+        assert!(s.kernel_ch && s.proxy_op);
+        assert!(w.at(off, 20, 100).proxy_op);
+        assert!(w.at(off, 119, 100).proxy_op);
+        let s = w.at(off, 120, 100);
+        assert!(!s.proxy_op && !s.kernel_ch);
+        assert!(w.at(all, 130, 100).proxy_op);
+        assert!(
+            w.at(off, 140, 100).proxy_op,
+            "settles again from the new change"
+        );
     }
 }

@@ -27,7 +27,7 @@ use ncclprof_shared::wire::{
 
 use crate::Plugin;
 use crate::clock::{Calibration, now_raw};
-use crate::completion::{Completion, PassRecords};
+use crate::completion::{Completion, PassRecords, SignalsWatch};
 use crate::context::Contexts;
 use crate::history::History;
 use crate::ring::Ring;
@@ -230,6 +230,8 @@ pub struct Drain {
     last_calibration: u64,
     mask_changes_seen: u32,
     last_requested: u32,
+    /// What the mask lets complete a Coll/P2p, as it changes (see [`SignalsWatch`]).
+    signals: SignalsWatch,
     /// Reused buffer of the rings read in a pass: (ring, first, end) sequence numbers.
     ranges: Vec<(&'static Ring, u64, u64)>,
 }
@@ -289,6 +291,7 @@ impl Drain {
             mask_changes_seen: 0,
             last_requested: p.control.wanted(),
             ranges: Vec::new(),
+            signals: SignalsWatch::default(),
         }
     }
 
@@ -304,7 +307,10 @@ impl Drain {
     /// are released after it.
     fn pass(&mut self) -> Pass {
         let p = self.p;
-        let kernel_on = p.control.in_force() & EventKind::KernelCh.bit() != 0;
+        let settle_ns = 2 * self.completion.timeout_ns();
+        let signals = self
+            .signals
+            .at(p.control.in_force(), monotonic_ns(), settle_ns);
         let mut ranges = std::mem::take(&mut self.ranges);
         ranges.clear();
         let mut behind = false;
@@ -364,7 +370,7 @@ impl Drain {
         }
         // SAFETY: `ranges` are readable ranges, released only below, after the pass.
         let records = unsafe { InRings::new(&ranges, &self.cal, &p.contexts) };
-        self.completion.pass(&records, kernel_on);
+        self.completion.pass(&records, signals);
         for &(ring, _, end) in &ranges {
             ring.release(end);
             p.rings.recycle_if_retired(ring);
