@@ -213,7 +213,9 @@ fn attach_viewer(dir: &std::path::Path) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
         let mut records = 0u64;
         while let Ok(b) = conn.data.recv() {
-            if let Ok(ncclprof_shared::wire::Frame::Events(r)) = ncclprof_shared::wire::decode(&b) {
+            if let Ok(ncclprof_shared::wire::Frame::Events(r)) =
+                ncclprof_shared::wire::decode_owned(b)
+            {
                 records += r.len() as u64;
             }
         }

@@ -85,7 +85,7 @@ fn main() {
     std::thread::spawn(move || {
         let mut n = 0u64;
         while let Ok(b) = conn.data.recv() {
-            match wire::decode(&b) {
+            match wire::decode_owned(b) {
                 Ok(Frame::Events(r)) => {
                     let now = monotonic_ns();
                     vs.events.fetch_add(r.len() as u64, Ordering::Relaxed);

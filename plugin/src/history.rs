@@ -229,7 +229,7 @@ mod tests {
 
     fn decoded(f: &SealedFrame) -> Vec<EventRecord> {
         match decode(&f.bytes).unwrap() {
-            Frame::Events(r) => r,
+            Frame::Events(r) => r.to_vec(),
             _ => panic!("not an Events frame"),
         }
     }
@@ -287,7 +287,7 @@ mod tests {
         assert_eq!(h.spare.len(), 1); // frame 1's buffer
         assert_eq!(
             decode(&queued).unwrap(),
-            Frame::Events((0..per).map(rec).collect())
+            Frame::Events((0..per).map(rec).collect::<Vec<_>>().into())
         );
         // The age bound: frame 2's records all ended before the horizon.
         let t = h.trim(usize::MAX, per * 3 * 10, None);

@@ -163,7 +163,7 @@ impl Received {
         self.frames
             .iter()
             .filter_map(|f| match f {
-                Frame::Events(r) => Some(r.clone()),
+                Frame::Events(r) => Some(r.to_vec()),
                 _ => None,
             })
             .flatten()

@@ -285,6 +285,7 @@ fn frame_sizes_are_bounded() {
     f.extend_from_slice(&(ncclprof_shared::PROTOCOL_VERSION as u16).to_le_bytes());
     f.extend_from_slice(&2u16.to_le_bytes()); // Meta
     f.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    f.extend_from_slice(&[0; 4]); // reserved
     f.extend_from_slice(&body);
     assert!(matches!(wire::decode(&f), Err(DecodeError::Body { .. })));
     // Encoders never produce an oversized frame.

@@ -140,7 +140,7 @@ fn build_store(total: usize) -> Store {
         let mut batch = Vec::with_capacity(MAX_RECORDS_PER_FRAME);
         let flush = |st: &mut Store, batch: &mut Vec<EventRecord>, force: bool| {
             if force || batch.len() + PER_OP > MAX_RECORDS_PER_FRAME {
-                ingest::apply_frame(st, src, pid, Frame::Events(std::mem::take(batch)));
+                ingest::apply_frame(st, src, pid, Frame::Events(std::mem::take(batch).into()));
             }
         };
         for i in 0..ops {

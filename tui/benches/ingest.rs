@@ -170,7 +170,7 @@ fn round(
         let p = (b % u64::from(PROCS)) as u32;
         let v = batch(&tpl[p as usize], b / u64::from(PROCS));
         if ingest_it {
-            ingest::apply_frame(st, p + 1, 1001 + p, Frame::Events(v));
+            ingest::apply_frame(st, p + 1, 1001 + p, Frame::Events(v.into()));
         } else {
             black_box(&v);
             drop(black_box(v));

@@ -443,7 +443,7 @@ fn reconnects_when_a_process_republishes_and_keeps_no_duplicates() {
             kind: EventKind::Coll as u8,
             ..Default::default()
         };
-        data.send(&encode(&Frame::Events(vec![newer])).unwrap())
+        data.send(&encode(&Frame::Events(vec![newer].into())).unwrap())
             .unwrap();
         std::thread::sleep(Duration::from_millis(500));
     });

@@ -157,7 +157,7 @@ fn malformed_frame_is_shown() {
         &mut app.store,
         1,
         100,
-        b"NCPF\x01\x00\x63\x00\x00\x00\x00\x00",
+        b"NCPF\x02\x00\x63\x00\x00\x00\x00\x00\x00\x00\x00\x00",
     );
     let t = render(&app, 100, 12);
     let text = format!("{}", t.backend());

@@ -106,7 +106,7 @@ impl TestViewer {
             .unwrap()
             .iter()
             .filter_map(|f| match f {
-                Frame::Events(r) => Some(r.clone()),
+                Frame::Events(r) => Some(r.to_vec()),
                 _ => None,
             })
             .flatten()

@@ -437,7 +437,7 @@ mod tests {
         apply_frame(&mut a, 1, 9, meta());
         apply_frame(&mut b, 1, 9, meta());
         for part in recs.chunks(700) {
-            apply_frame(&mut a, 1, 9, Frame::Events(part.to_vec()));
+            apply_frame(&mut a, 1, 9, Frame::Events(part.to_vec().into()));
             let p = b.proc_for(1, 9);
             for r in part {
                 ingest_record(&mut b, p, r);
@@ -533,7 +533,12 @@ mod tests {
     fn malformed_frames_are_visible_errors_not_panics() {
         let mut st = Store::new(1 << 20);
         apply_bytes(&mut st, 1, 42, b"garbage");
-        apply_bytes(&mut st, 1, 42, b"NCPF\x01\x00\x03\x00\x05\x00\x00\x00abcde");
+        apply_bytes(
+            &mut st,
+            1,
+            42,
+            b"NCPF\x02\x00\x03\x00\x05\x00\x00\x00\x00\x00\x00\x00abcde",
+        );
         let mut ok = wire::encode(&Frame::Bye(wire::Bye { reason: "x".into() })).unwrap();
         ok[4] = 9; // version
         apply_bytes(&mut st, 1, 42, &ok);

@@ -632,7 +632,7 @@ fn snapshot_frames(
             emit(SourceMsg::Frame {
                 src,
                 pid,
-                frame: Frame::Events(chunk.to_vec()),
+                frame: Frame::Events(chunk.to_vec().into()),
             });
             n += 1;
         }
@@ -1259,7 +1259,7 @@ fn dumps_into(dumps: &[Dump], next_src: &mut u32, emit: &mut dyn FnMut(SourceMsg
                 .collect(),
         })));
         for chunk in b.recs.chunks(ncclprof_shared::wire::MAX_RECORDS_PER_FRAME) {
-            emit(frame(Frame::Events(chunk.to_vec())));
+            emit(frame(Frame::Events(chunk.to_vec().into())));
         }
     }
 }

@@ -116,7 +116,7 @@ fn watch(dir: PathBuf, tx: Sender<SourceMsg>, stop: Arc<AtomicBool>) {
                                     loop {
                                         match data.recv() {
                                             Ok(bytes) => {
-                                                let msg = match wire::decode(&bytes) {
+                                                let msg = match wire::decode_owned(bytes) {
                                                     Ok(frame) => {
                                                         SourceMsg::Frame { src, pid, frame }
                                                     }

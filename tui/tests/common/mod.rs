@@ -196,7 +196,7 @@ pub fn frames(f: &Fixture, r: i32) -> Vec<Frame> {
             p: [seq, count, strings, start + 20 * US, 8, exec],
         });
     }
-    out.push(Frame::Events(recs));
+    out.push(Frame::Events(recs.into()));
     let mut dropped = vec![0; ncclprof_shared::wire::DropReason::COUNT];
     if r == 1 {
         dropped[0] = f.drops;
