@@ -9,35 +9,13 @@
 
 use std::time::{Duration, Instant};
 
+use ncclprof_shared::wire::DropReason;
 use ncclprof_sim::SimConfig;
+use ncclprof_tests::loss::Losses;
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
-}
-
-/// From ncclprof's summary at the last finalize (`summary::loss_summary`): records dropped
-/// since the plugin was loaded, and records its drain had not read yet when finalize stopped
-/// waiting (a backlog this run's wall time does not include).
-fn dropped_and_unread(log: &[String]) -> Option<(u64, u64)> {
-    let first_number = |s: &str| s.split_whitespace().find_map(|w| w.parse::<u64>().ok());
-    let line = log
-        .iter()
-        .rev()
-        .find(|l| l.contains("records dropped") && l.contains("NCCLPROF"))?;
-    let (unread, drops) = match line.split_once(" events recorded since start, ") {
-        Some((_, rest)) => (0, rest),
-        None => {
-            let (head, rest) = line.split_once("so far: ")?;
-            (first_number(head.split_once('(')?.1)?, rest)
-        }
-    };
-    let dropped = if drops.starts_with("no records") {
-        0
-    } else {
-        first_number(drops)?
-    };
-    Some((dropped, unread))
 }
 
 /// Contexts × iterations per run (see `ns_per_call`).
@@ -60,13 +38,13 @@ fn settle() -> Duration {
     start.elapsed()
 }
 
-/// One run: wall ns per call, calls, and ncclprof's (dropped so far, unread) records.
+/// One run: wall ns per call, calls, and ncclprof's records dropped so far and unread.
 fn ns_per_call(
     plugin: &std::path::Path,
     ranks: usize,
     comms: usize,
     noop: bool,
-) -> (f64, u64, Option<(u64, u64)>) {
+) -> (f64, u64, Option<Losses>) {
     let mut cfg = SimConfig::default_for(plugin);
     cfg.ranks = ranks;
     cfg.comms = comms;
@@ -85,7 +63,7 @@ fn ns_per_call(
     (
         t.wall_ns as f64 / t.total_calls.max(1) as f64,
         t.total_calls,
-        dropped_and_unread(&t.log),
+        ncclprof_tests::loss::drops_by_reason(&t.log),
     )
 }
 
@@ -109,8 +87,10 @@ fn main() {
         "| ranks | comms | noop ns/call | ncclprof ns/call | added ns/call | of which the drain's catch-up after finalize, ns/call (3 runs) | records dropped + unread at finalize, % of calls (3 runs) |"
     );
     println!("|---:|---:|---:|---:|---:|---|---|");
-    // The plugin stays loaded between runs, so its drop count is since the first run.
-    let mut dropped_before = 0u64;
+    // The plugin stays loaded between runs (its state too, as under NCCL), so its drop counts
+    // are since the first run: a run's are the growth of each count it reports. Drops the
+    // drain counts while it catches up after a run show in the next run's.
+    let mut dropped_before = [0u64; DropReason::COUNT];
     for (ranks, comms) in [
         (2, 1),
         (8, 1),
@@ -132,15 +112,14 @@ fn main() {
             b.push(ns + catch_up);
             after.push(format!("{catch_up:.0}"));
             lost.push(match summary {
-                Some((dropped, unread)) => {
-                    // Smaller than before: the plugin was loaded afresh. (Drops counted by
-                    // the drain while it catches up after a run show in the next run's.)
-                    let new = if dropped >= dropped_before {
-                        dropped - dropped_before
-                    } else {
-                        dropped
-                    };
-                    dropped_before = dropped;
+                Some(Losses { by_reason, unread }) => {
+                    let mut new = 0;
+                    for (now, before) in by_reason.iter().zip(dropped_before.iter_mut()) {
+                        if let Some(now) = *now {
+                            new += now.saturating_sub(*before);
+                            *before = (*before).max(now);
+                        }
+                    }
                     let pct = |n: u64| n as f64 * 100.0 / calls.max(1) as f64;
                     format!("{:.1} + {:.1}", pct(new), pct(unread))
                 }

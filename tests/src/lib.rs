@@ -11,6 +11,7 @@ use ncclprof_shared::wire::{self, Frame, ViewerMsg};
 
 pub mod e2e;
 pub mod faults;
+pub mod loss;
 
 /// `target/<profile>/` of this build.
 pub fn target_dir() -> PathBuf {
