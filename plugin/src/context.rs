@@ -24,12 +24,21 @@ pub struct Slot {
     pub version: AtomicU32,
     /// Bumped each time the slot is reused for a new communicator (see [`Contexts::wire_id`]).
     pub generation: AtomicU32,
-    /// When it was finalized (monotonic ns); reusable [`REUSE_AFTER_NS`] later.
+    /// When it was finalized (monotonic ns); see [`Contexts::claim`] for when it is reused.
     pub finalized_at: AtomicU64,
+    /// Set by the drain once a finalized communicator is done with: every record stamped
+    /// before its finalize read, and an attached viewer sent its final state (see
+    /// `stream::Drain::retire_finalized`). Its slot can then be reused.
+    pub retired: AtomicBool,
 }
 
-/// A finalized communicator's slot is reused only after its records have long been drained
-/// and left the history window.
+/// A finalized communicator's slot is reused once the drain retired it, and never sooner
+/// than this after its finalize (a late callback on its context must not land on a new
+/// communicator).
+pub const REUSE_MIN_NS: u64 = 1_000_000_000;
+
+/// A finalized communicator's slot is reused after this even without the drain (not running,
+/// or stopped): its records have long been drained or lost by then.
 pub const REUSE_AFTER_NS: u64 = 10_000_000_000;
 
 pub struct Contexts {
@@ -53,12 +62,15 @@ impl Contexts {
         &self.slots
     }
 
-    /// Claim a slot and return its index, or None when all are in use. Slots of communicators
-    /// finalized more than [`REUSE_AFTER_NS`] ago are reused (NCCL jobs create and destroy
-    /// communicators for the whole run).
+    /// Claim a slot and return its index, or None when all are in use. NCCL jobs create and
+    /// destroy communicators for the whole run: the slot of a finalized one is reused once
+    /// the drain retired it, at least [`REUSE_MIN_NS`] after its finalize, and after
+    /// [`REUSE_AFTER_NS`] in any case. (Only the 10 s bound once: a process that created
+    /// 1 024 communicators in 10 s profiled none after them.)
     pub fn claim(&self, now_ns: u64) -> Option<u32> {
         let fresh = |s: &Slot| {
             s.finalized.store(false, Ordering::Relaxed);
+            s.retired.store(false, Ordering::Relaxed);
             s.comm_hash.store(0, Ordering::Relaxed);
             s.name_id.store(0, Ordering::Relaxed);
             s.rank.store(-1, Ordering::Relaxed);
@@ -75,8 +87,10 @@ impl Contexts {
             }
         }
         for (i, s) in self.slots.iter().enumerate() {
+            let age = now_ns.saturating_sub(s.finalized_at.load(Ordering::Relaxed));
             if s.finalized.load(Ordering::Acquire)
-                && now_ns.saturating_sub(s.finalized_at.load(Ordering::Relaxed)) > REUSE_AFTER_NS
+                && age > REUSE_MIN_NS
+                && (s.retired.load(Ordering::Acquire) || age > REUSE_AFTER_NS)
                 && s.finalized
                     .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
@@ -170,5 +184,24 @@ mod tests {
         assert_eq!(c.claim(REUSE_AFTER_NS + 10), Some(5));
         assert_ne!(c.wire_id(5), before);
         assert_eq!(c.wire_id(5) % MAX_CONTEXTS as u32, 5);
+    }
+
+    /// A slot the drain retired is reused from [`REUSE_MIN_NS`] after its finalize; one it
+    /// did not, only after [`REUSE_AFTER_NS`].
+    #[test]
+    fn a_retired_slot_is_reused_sooner() {
+        let c = Contexts::new();
+        while c.claim(0).is_some() {}
+        for (i, retired) in [(7, true), (9, false)] {
+            let s = c.get(i).unwrap();
+            s.finalized_at.store(1, Ordering::Relaxed);
+            s.finalized.store(true, Ordering::Release);
+            s.retired.store(retired, Ordering::Release);
+        }
+        assert_eq!(c.claim(REUSE_MIN_NS), None, "too recent, retired or not");
+        assert_eq!(c.claim(REUSE_MIN_NS + 10), Some(7));
+        assert!(!c.get(7).unwrap().retired.load(Ordering::Acquire));
+        assert_eq!(c.claim(REUSE_MIN_NS + 10), None, "not retired");
+        assert_eq!(c.claim(REUSE_AFTER_NS + 10), Some(9));
     }
 }

@@ -161,7 +161,9 @@ pub(crate) fn init(
     }
     let Some(i) = p.contexts.claim(ncclprof_shared::clock::monotonic_ns()) else {
         nccl_log::warn(
-            "more than 1024 communicators alive in this process: this one is not profiled",
+            "all 1024 communicator slots of this process are taken (a finalized \
+             communicator's is reused once its records are read, 1 s after its finalize at \
+             the soonest): this one is not profiled",
         );
         return;
     };
@@ -252,6 +254,9 @@ pub fn finalize(ctx: *mut c_void) {
     };
     slot.finalized_at
         .store(ncclprof_shared::clock::monotonic_ns(), Ordering::Relaxed);
+    // Not retired until the drain has read this communicator's records (a drain that marked
+    // the slot's previous communicator while this one claimed it must not count).
+    slot.retired.store(false, Ordering::Release);
     if slot.finalized.swap(true, Ordering::AcqRel) {
         return; // double finalize
     }

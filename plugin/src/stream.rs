@@ -200,6 +200,10 @@ struct Session {
     generation: u64,
 }
 
+/// How far past a communicator's finalize the rings must have been read before its slot is
+/// retired (see [`Drain::retire_finalized`]).
+const RETIRE_MARGIN_NS: u64 = 100_000_000;
+
 pub struct Drain {
     p: &'static Plugin,
     cal: Calibration,
@@ -232,6 +236,8 @@ pub struct Drain {
     last_requested: u32,
     /// What the mask lets complete a Coll/P2p, as it changes (see [`SignalsWatch`]).
     signals: SignalsWatch,
+    /// Host time every ring has been read up to, as of the last pass (its time cut).
+    horizon_ns: u64,
     /// Reused buffer of the rings read in a pass: (ring, first, end) sequence numbers.
     ranges: Vec<(&'static Ring, u64, u64)>,
 }
@@ -292,6 +298,7 @@ impl Drain {
             last_requested: p.control.wanted(),
             ranges: Vec::new(),
             signals: SignalsWatch::default(),
+            horizon_ns: 0,
         }
     }
 
@@ -380,6 +387,7 @@ impl Drain {
         // cut): when the drain is behind, what follows it is unread and may be the awaited
         // child.
         let horizon = self.cal.to_ns(cut).min(monotonic_ns());
+        self.horizon_ns = horizon;
         self.completion.end_pass(horizon);
         Pass {
             read,
@@ -698,6 +706,7 @@ impl Drain {
                 .unwrap_or_else(|e| e.into_inner())
                 .is_some();
             self.trim_history(now);
+            self.retire_finalized();
             if self.session.is_some() {
                 let inflight = self.completion.in_flight(now, 512);
                 self.queue_msg(FrameKind::InFlight, &inflight);
@@ -708,6 +717,25 @@ impl Drain {
         if now.saturating_sub(self.last_calibration) >= 1_000_000_000 {
             self.last_calibration = now;
             self.cal.refresh();
+        }
+    }
+
+    /// Mark the finalized communicators the drain is done with, so that their slots can be
+    /// reused (`context::Slot::retired`): every record stamped before the finalize read (the
+    /// rings read [`RETIRE_MARGIN_NS`] past it: a thread may stamp a record and publish it a
+    /// little later), and an attached viewer sent the Meta that says it was finalized.
+    fn retire_finalized(&self) {
+        for (i, s) in self.p.contexts.slots().iter().enumerate() {
+            if !s.finalized.load(Ordering::Acquire) || s.retired.load(Ordering::Relaxed) {
+                continue;
+            }
+            let finalized_at = s.finalized_at.load(Ordering::Relaxed);
+            let read = self.horizon_ns > finalized_at.saturating_add(RETIRE_MARGIN_NS);
+            let told = self.session.is_none()
+                || self.ctx_versions.get(i) == Some(&s.version.load(Ordering::Acquire));
+            if read && told {
+                s.retired.store(true, Ordering::Release);
+            }
         }
     }
 

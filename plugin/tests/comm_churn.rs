@@ -1,0 +1,89 @@
+//! A job that creates and destroys communicators all run long (PyTorch process groups made
+//! per phase, elastic restarts): the plugin has 1 024 communicator slots, and a finalized
+//! communicator's slot must come back once the drain has read its records, not only 10 s
+//! later. Before, a process that had created 1 024 communicators within 10 s profiled none of
+//! the next ones (the scale bench's 2 × 64 runs found it).
+
+mod common;
+
+use std::ffi::{c_int, c_void};
+use std::time::{Duration, Instant};
+
+use common::*;
+use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
+use nccl_profiler_ncclprof::context::{MAX_CONTEXTS, REUSE_AFTER_NS, REUSE_MIN_NS};
+use ncclprof_shared::kind::EventKind;
+
+type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
+
+#[test]
+fn finalized_communicators_slots_come_back_once_drained() {
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: set before the plugin reads its configuration; no other thread reads env yet.
+    unsafe {
+        std::env::set_var("NCCLPROF_DIR", dir.path().join("rdv"));
+        std::env::set_var("NCCLPROF_NO_LISTEN", "1");
+    }
+    let lib = load();
+    // SAFETY: the symbol is a data object with the v6 table layout.
+    let t: &'static T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
+    let mask: *mut c_int = Box::into_raw(Box::new(0));
+    let init = |hash: u64| -> *mut c_void {
+        let mut ctx: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid pointers; commName is a static C string.
+        unsafe { (t.init)(&mut ctx, hash, mask, c"churn".as_ptr(), 1, 2, 0, None) };
+        ctx
+    };
+    // One event per communicator, so that each has records for the drain to read.
+    let coll = |ctx: *mut c_void| {
+        let mut d = descr(EventKind::Coll, std::ptr::null_mut());
+        d.u.coll.func = c"AllReduce".as_ptr();
+        let mut h: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid context, handle slot and descriptor.
+        unsafe { (t.start_event)(ctx, &mut h, &mut d) };
+        // SAFETY: a handle from start_event (or NULL, which stop ignores).
+        unsafe { (t.stop_event)(h) };
+    };
+    // SAFETY: contexts from init.
+    let finalize = |ctx: *mut c_void| unsafe { (t.finalize)(ctx) };
+
+    // Every slot taken, then given back. A second process-wide context keeps the plugin
+    // alive (its drain thread running) across the last finalize of the first batch.
+    let keeper = init(1);
+    assert!(!keeper.is_null());
+    let t0 = Instant::now();
+    let batch: Vec<_> = (2..=MAX_CONTEXTS as u64).map(init).collect();
+    assert!(
+        batch.iter().all(|c| !c.is_null()),
+        "all slots while they last"
+    );
+    assert!(init(99_999).is_null(), "every slot taken");
+    for &c in &batch {
+        coll(c);
+        finalize(c);
+    }
+    // No slot is reused sooner than REUSE_MIN_NS after its finalize; well before
+    // REUSE_AFTER_NS, the drain has retired them.
+    let profiled = wait_for(Duration::from_secs(5), || {
+        let c = init(100_000);
+        let ok = !c.is_null();
+        if ok {
+            finalize(c);
+        }
+        ok
+    });
+    let waited = t0.elapsed();
+    assert!(profiled, "no slot came back within 5 s");
+    assert!(
+        waited.as_nanos() as u64 >= REUSE_MIN_NS,
+        "a slot came back {waited:?} after its finalize"
+    );
+    assert!((waited.as_nanos() as u64) < REUSE_AFTER_NS);
+    // And many of them: the next batch is profiled too.
+    let again: Vec<_> = (0..64).map(|k| init(200_000 + k)).collect();
+    assert!(again.iter().all(|c| !c.is_null()));
+    for c in again {
+        finalize(c);
+    }
+    finalize(keeper);
+}
