@@ -113,15 +113,27 @@ fn main() {
             after.push(format!("{catch_up:.0}"));
             lost.push(match summary {
                 Some(Losses { by_reason, unread }) => {
-                    let mut new = 0;
-                    for (now, before) in by_reason.iter().zip(dropped_before.iter_mut()) {
+                    let (mut new, mut named) = (0, Vec::new());
+                    for (r, (now, before)) in DropReason::ALL
+                        .iter()
+                        .zip(by_reason.iter().zip(&mut dropped_before))
+                    {
                         if let Some(now) = *now {
-                            new += now.saturating_sub(*before);
+                            let n = now.saturating_sub(*before);
+                            if n > 0 {
+                                named.push(format!("{} {n}", r.name()));
+                            }
+                            new += n;
                             *before = (*before).max(now);
                         }
                     }
                     let pct = |n: u64| n as f64 * 100.0 / calls.max(1) as f64;
-                    format!("{:.1} + {:.1}", pct(new), pct(unread))
+                    let named = if named.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", named.join(", "))
+                    };
+                    format!("{:.1} + {:.1}{named}", pct(new), pct(unread))
                 }
                 None => "?".into(),
             });
