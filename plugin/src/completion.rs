@@ -138,48 +138,56 @@ impl PassRecords for [Item] {
 }
 
 /// Which children can signal that a Coll/P2p finished on the GPU, by the event mask (the
-/// drain's view of it: see `stream`). Without either, nothing will ever come, and a Coll/P2p
-/// held open for the completion timeout pinned itself, its API parent and its group in the
-/// open table for a second (a burst of small groups filled it).
+/// drain's view of it: [`SignalsWatch`]). Without KernelCh and ProxyOp events nothing will
+/// ever come, and a Coll/P2p held open for the completion timeout pinned itself, its API
+/// parent and its group in the open table for a second (a burst of small groups filled it).
 #[derive(Clone, Copy, Debug)]
 pub struct Signals {
     /// KernelCh events are on: one per channel of each Coll/P2p (spec §4.10).
     pub kernel_ch: bool,
-    /// ProxyOp events can come (network transfers; spec §4.6).
-    pub proxy_op: bool,
+    /// Host time after which a Coll/P2p can get neither a KernelCh nor a ProxyOp child: the
+    /// mask has had both off since well before (see [`SignalsWatch`]). `None`: they can.
+    pub none_after: Option<u64>,
 }
 
 impl Signals {
-    /// Both kinds of signal possible (tests and benches that feed ProxyOps and no KernelCh
-    /// say `kernel_ch: false`).
+    /// KernelCh events on, children always possible.
     pub const ALL: Signals = Signals {
         kernel_ch: true,
-        proxy_op: true,
+        none_after: None,
     };
+
+    /// Whether a Coll/P2p started at `ns` can get no child at all.
+    fn none_at(&self, ns: u64) -> bool {
+        self.none_after.is_some_and(|t| ns > t)
+    }
 }
 
 /// The drain's view of [`Signals`] from the mask in force, pass after pass. NCCL copies the
-/// mask into each task when the user calls, so a task made before ProxyOp events were turned
-/// off still gets them: they count as possible until the mask has been without them for
-/// `settle_ns`.
+/// mask into each task when the user calls, and a task may start (at group end) a while
+/// after: an event can get children if it started less than `settle_ns` after the drain
+/// first saw both KernelCh and ProxyOp off. Any mask change the drain did not see between two
+/// passes (`Control::changes` moved) starts the wait again.
 #[derive(Debug, Default)]
 pub struct SignalsWatch {
-    /// Since when (host ns) the mask has had ProxyOp off; `None` while on.
-    proxy_off_since: Option<u64>,
+    /// Since when (host ns) the drain has seen the mask without KernelCh and ProxyOp.
+    off_since: Option<u64>,
+    changes: u32,
 }
 
 impl SignalsWatch {
-    pub fn at(&mut self, mask: u32, now: u64, settle_ns: u64) -> Signals {
-        let proxy_on = mask & EventKind::ProxyOp.bit() != 0;
-        let since = if proxy_on {
-            self.proxy_off_since = None;
-            now
-        } else {
-            *self.proxy_off_since.get_or_insert(now)
-        };
+    pub fn at(&mut self, mask: u32, changes: u32, now: u64, settle_ns: u64) -> Signals {
+        let children = EventKind::KernelCh.bit() | EventKind::ProxyOp.bit();
+        if mask & children != 0 || changes != self.changes {
+            self.off_since = None;
+        }
+        self.changes = changes;
+        if mask & children == 0 && self.off_since.is_none() {
+            self.off_since = Some(now);
+        }
         Signals {
             kernel_ch: mask & EventKind::KernelCh.bit() != 0,
-            proxy_op: proxy_on || now.saturating_sub(since) < settle_ns,
+            none_after: self.off_since.map(|t| t.saturating_add(settle_ns)),
         }
     }
 }
@@ -525,7 +533,7 @@ impl<S: Sink> Completion<S> {
                 if signals.kernel_ch {
                     o.kernels_expected = u32::from(rec.sub).min(64);
                 }
-                o.no_signal = !signals.kernel_ch && !signals.proxy_op;
+                o.no_signal = signals.none_at(ns);
             }
             EventKind::P2p => {
                 rec.x = lo(w[0]);
@@ -537,7 +545,7 @@ impl<S: Sink> Completion<S> {
                 // self (`addP2pToPlan`: `nProxyOps = selfSend ? 0 : 2`), so no ProxyOp and no
                 // KernelCh ever comes for it.
                 let to_self = ctx.rank >= 0 && rec.x == ctx.rank as u32;
-                o.no_signal = to_self || (!signals.kernel_ch && !signals.proxy_op);
+                o.no_signal = to_self || signals.none_at(ns);
                 if signals.kernel_ch && !o.no_signal {
                     o.kernels_expected = u32::from(rec.sub).min(64);
                 }
@@ -948,8 +956,10 @@ impl<S: Sink> Completion<S> {
                 if active > 0 {
                     return None; // in flight (possibly hung): stays visible in InFlight
                 }
-                if o.no_signal && o.children_done == 0 {
-                    return Some(false); // nothing will tell its end: the enqueue stop, flagged
+                if o.no_signal && o.children_done == 0 && o.quiet >= 1 {
+                    // Nothing will tell its end: the enqueue stop, flagged. (After a quiet
+                    // pass, as for a signalled end: a child read a pass late still links.)
+                    return Some(false);
                 }
                 if o.children_done > 0 && o.kernels_done >= o.kernels_expected && o.quiet >= 1 {
                     return Some(true);
@@ -1240,7 +1250,7 @@ mod tests {
     /// What these tests feed: ProxyOps and steps, no KernelCh events.
     const PROXY_ONLY: Signals = Signals {
         kernel_ch: false,
-        proxy_op: true,
+        none_after: None,
     };
 
     /// Builds raw records the way the capture path does (one ring, increasing sequence).
@@ -1755,7 +1765,7 @@ mod tests {
         let mut f = Feed::new();
         let (group, pairs) = p2p_group(&mut f, 0);
         let mut out = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..4 {
             c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
             c.end_pass(f.ts); // far inside the 1 s timeout
             c.take(&mut out);
@@ -1806,7 +1816,7 @@ mod tests {
     fn a_coll_with_no_possible_signal_completes_at_its_stop() {
         let none = Signals {
             kernel_ch: false,
-            proxy_op: false,
+            none_after: Some(0),
         };
         for (signals, done_at_once) in [(none, true), (PROXY_ONLY, false)] {
             let mut c = Completion::new(262_144, 1000, 0.0);
@@ -1832,23 +1842,67 @@ mod tests {
         }
     }
 
-    /// ProxyOps stay possible for `settle` after the mask turned them off (tasks made before
-    /// keep the old mask), and at once when it turns them on again.
+    /// A Coll started before the mask had settled without KernelCh and ProxyOp (its task
+    /// may carry the old mask) still waits for the KernelCh that completes it.
     #[test]
-    fn proxy_ops_count_as_possible_until_the_mask_has_settled() {
+    fn a_coll_started_before_the_mask_settled_waits_for_its_kernel() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let signals = Signals {
+            kernel_ch: false,
+            none_after: Some(f.ts + 1_000),
+        };
+        let coll = f.id(EventKind::Coll);
+        f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 1 << 32]);
+        f.stop(EventKind::Coll, coll);
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            c.pass(std::mem::take(&mut f.items).as_slice(), signals);
+            c.end_pass(f.ts);
+            c.take(&mut out);
+        }
+        assert!(out.is_empty(), "{out:?}");
+        let k = f.id(EventKind::KernelCh);
+        f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
+        f.stop(EventKind::KernelCh, k);
+        for _ in 0..2 {
+            c.pass(std::mem::take(&mut f.items).as_slice(), signals);
+            c.end_pass(f.ts);
+            c.take(&mut out);
+        }
+        let r = out
+            .iter()
+            .find(|r| r.id == coll)
+            .expect("completed by its kernel");
+        assert_ne!(r.flags & F_END_KNOWN, 0);
+        assert!(out.iter().all(|r| r.flags & F_PARENT_UNKNOWN == 0));
+    }
+
+    /// Children stay possible for events started within `settle` of the drain first seeing
+    /// KernelCh and ProxyOp off; a change it did not see between two passes restarts that.
+    #[test]
+    fn children_count_as_possible_until_the_mask_has_settled() {
         let all = EventKind::ALL.iter().fold(0, |m, k| m | k.bit());
         let off = all & !EventKind::ProxyOp.bit() & !EventKind::KernelCh.bit();
+        let only_kernel = off | EventKind::KernelCh.bit();
         let mut w = SignalsWatch::default();
-        let s = w.at(all, 10, 100);
-        assert!(s.kernel_ch && s.proxy_op);
-        assert!(w.at(off, 20, 100).proxy_op);
-        assert!(w.at(off, 119, 100).proxy_op);
-        let s = w.at(off, 120, 100);
-        assert!(!s.proxy_op && !s.kernel_ch);
-        assert!(w.at(all, 130, 100).proxy_op);
+        let s = w.at(all, 0, 10, 100);
+        assert!(s.kernel_ch && s.none_after.is_none());
         assert!(
-            w.at(off, 140, 100).proxy_op,
-            "settles again from the new change"
+            w.at(only_kernel, 1, 15, 100).none_after.is_none(),
+            "KernelCh alone"
         );
+        let s = w.at(off, 2, 20, 100);
+        assert!(!s.kernel_ch);
+        assert!(!s.none_at(120), "started within the settle");
+        assert!(s.none_at(121));
+        assert_eq!(
+            w.at(off, 2, 500, 100).none_after,
+            Some(120),
+            "unchanged since"
+        );
+        // Off, on and off again between two passes: the wait starts again.
+        assert_eq!(w.at(off, 4, 600, 100).none_after, Some(700));
+        assert!(w.at(all, 5, 700, 100).none_after.is_none());
     }
 }

@@ -315,9 +315,10 @@ impl Drain {
     fn pass(&mut self) -> Pass {
         let p = self.p;
         let settle_ns = 2 * self.completion.timeout_ns();
+        let changes = p.control.changes.load(Ordering::Acquire);
         let signals = self
             .signals
-            .at(p.control.in_force(), monotonic_ns(), settle_ns);
+            .at(p.control.in_force(), changes, monotonic_ns(), settle_ns);
         let mut ranges = std::mem::take(&mut self.ranges);
         ranges.clear();
         let mut behind = false;
@@ -726,7 +727,10 @@ impl Drain {
     /// little later), and an attached viewer sent the Meta that says it was finalized.
     fn retire_finalized(&self) {
         for (i, s) in self.p.contexts.slots().iter().enumerate() {
-            if !s.finalized.load(Ordering::Acquire) || s.retired.load(Ordering::Relaxed) {
+            // The generation first: were the slot claimed again meanwhile, the mark below is
+            // for the generation checked here, and does not count for the new one.
+            let mark = s.generation.load(Ordering::Acquire).wrapping_add(1);
+            if !s.finalized.load(Ordering::Acquire) || s.retired.load(Ordering::Relaxed) == mark {
                 continue;
             }
             let finalized_at = s.finalized_at.load(Ordering::Relaxed);
@@ -734,7 +738,7 @@ impl Drain {
             let told = self.session.is_none()
                 || self.ctx_versions.get(i) == Some(&s.version.load(Ordering::Acquire));
             if read && told {
-                s.retired.store(true, Ordering::Release);
+                s.retired.store(mark, Ordering::Release);
             }
         }
     }
