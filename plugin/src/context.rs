@@ -26,15 +26,17 @@ pub struct Slot {
     pub generation: AtomicU32,
     /// When it was finalized (monotonic ns); see [`Contexts::claim`] for when it is reused.
     pub finalized_at: AtomicU64,
-    /// Set by the drain once a finalized communicator is done with: every record stamped
-    /// before its finalize read, and an attached viewer sent its final state (see
-    /// `stream::Drain::retire_finalized`). Its slot can then be reused.
-    pub retired: AtomicBool,
+    /// `generation + 1` once the drain is done with the finalized communicator of that
+    /// generation: every record stamped before its finalize read, and an attached viewer
+    /// sent its final state (see `stream::Drain::retire_finalized`). Tagged with the
+    /// generation so that a drain that checked the slot's previous communicator cannot mark
+    /// the next one.
+    pub retired: AtomicU32,
 }
 
 /// A finalized communicator's slot is reused once the drain retired it, and never sooner
 /// than this after its finalize (a late callback on its context must not land on a new
-/// communicator).
+/// communicator); the caller may ask for longer ([`Contexts::claim`]).
 pub const REUSE_MIN_NS: u64 = 1_000_000_000;
 
 /// A finalized communicator's slot is reused after this even without the drain (not running,
@@ -64,13 +66,11 @@ impl Contexts {
 
     /// Claim a slot and return its index, or None when all are in use. NCCL jobs create and
     /// destroy communicators for the whole run: the slot of a finalized one is reused once
-    /// the drain retired it, at least [`REUSE_MIN_NS`] after its finalize, and after
-    /// [`REUSE_AFTER_NS`] in any case. (Only the 10 s bound once: a process that created
-    /// 1 024 communicators in 10 s profiled none after them.)
-    pub fn claim(&self, now_ns: u64) -> Option<u32> {
+    /// the drain retired it, at least `min_age_ns` (and [`REUSE_MIN_NS`]) after its finalize,
+    /// and after [`REUSE_AFTER_NS`] in any case. (Only the 10 s bound once: a process that
+    /// created 1 024 communicators in 10 s profiled none after them.)
+    pub fn claim(&self, now_ns: u64, min_age_ns: u64) -> Option<u32> {
         let fresh = |s: &Slot| {
-            s.finalized.store(false, Ordering::Relaxed);
-            s.retired.store(false, Ordering::Relaxed);
             s.comm_hash.store(0, Ordering::Relaxed);
             s.name_id.store(0, Ordering::Relaxed);
             s.rank.store(-1, Ordering::Relaxed);
@@ -82,15 +82,23 @@ impl Contexts {
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
+                s.finalized.store(false, Ordering::Relaxed);
                 fresh(s);
                 return Some(i as u32);
             }
         }
+        let min_age = min_age_ns.max(REUSE_MIN_NS);
         for (i, s) in self.slots.iter().enumerate() {
+            // `finalized` first: its Acquire makes the finalize's `finalized_at` visible (read
+            // first, a stale time could let a slot finalized a moment ago pass for old).
+            if !s.finalized.load(Ordering::Acquire) {
+                continue;
+            }
             let age = now_ns.saturating_sub(s.finalized_at.load(Ordering::Relaxed));
-            if s.finalized.load(Ordering::Acquire)
-                && age > REUSE_MIN_NS
-                && (s.retired.load(Ordering::Acquire) || age > REUSE_AFTER_NS)
+            let generation = s.generation.load(Ordering::Acquire);
+            let retired = s.retired.load(Ordering::Acquire) == generation.wrapping_add(1);
+            if age > min_age
+                && (retired || age > REUSE_AFTER_NS)
                 && s.finalized
                     .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
@@ -157,8 +165,8 @@ mod tests {
     #[test]
     fn pointers_map_back_and_foreign_ones_do_not() {
         let c = Contexts::new();
-        let i = c.claim(0).unwrap();
-        let j = c.claim(0).unwrap();
+        let i = c.claim(0, 0).unwrap();
+        let j = c.claim(0, 0).unwrap();
         assert_ne!(i, j);
         assert_eq!(c.index_of(c.ptr(i)), Some(i));
         assert_eq!(c.index_of(c.ptr(j)), Some(j));
@@ -172,36 +180,48 @@ mod tests {
     fn finalized_slots_are_reused_with_a_new_wire_id() {
         let c = Contexts::new();
         let mut all = Vec::new();
-        while let Some(i) = c.claim(0) {
+        while let Some(i) = c.claim(0, 0) {
             all.push(i);
         }
         assert_eq!(all.len(), MAX_CONTEXTS);
         let s = c.get(5).unwrap();
         s.finalized.store(true, Ordering::Release);
         s.finalized_at.store(1, Ordering::Relaxed);
-        assert_eq!(c.claim(2), None, "too recent");
+        assert_eq!(c.claim(2, 0), None, "too recent");
         let before = c.wire_id(5);
-        assert_eq!(c.claim(REUSE_AFTER_NS + 10), Some(5));
+        assert_eq!(c.claim(REUSE_AFTER_NS + 10, 0), Some(5));
         assert_ne!(c.wire_id(5), before);
         assert_eq!(c.wire_id(5) % MAX_CONTEXTS as u32, 5);
     }
 
-    /// A slot the drain retired is reused from [`REUSE_MIN_NS`] after its finalize; one it
-    /// did not, only after [`REUSE_AFTER_NS`].
+    /// A slot the drain retired is reused from [`REUSE_MIN_NS`] (or the age asked for) after
+    /// its finalize; one it did not, or retired for an earlier generation, only after
+    /// [`REUSE_AFTER_NS`].
     #[test]
     fn a_retired_slot_is_reused_sooner() {
         let c = Contexts::new();
-        while c.claim(0).is_some() {}
-        for (i, retired) in [(7, true), (9, false)] {
+        while c.claim(0, 0).is_some() {}
+        for (i, retired) in [(7, 1), (9, 0), (11, 1)] {
             let s = c.get(i).unwrap();
             s.finalized_at.store(1, Ordering::Relaxed);
             s.finalized.store(true, Ordering::Release);
-            s.retired.store(retired, Ordering::Release);
+            s.retired.store(retired, Ordering::Release); // generation 0: retired is 1
         }
-        assert_eq!(c.claim(REUSE_MIN_NS), None, "too recent, retired or not");
-        assert_eq!(c.claim(REUSE_MIN_NS + 10), Some(7));
-        assert!(!c.get(7).unwrap().retired.load(Ordering::Acquire));
-        assert_eq!(c.claim(REUSE_MIN_NS + 10), None, "not retired");
-        assert_eq!(c.claim(REUSE_AFTER_NS + 10), Some(9));
+        // Slot 11 is at generation 1: its mark is generation 0's.
+        c.get(11).unwrap().generation.store(1, Ordering::Release);
+        assert_eq!(c.claim(REUSE_MIN_NS, 0), None, "too recent, retired or not");
+        assert_eq!(
+            c.claim(REUSE_MIN_NS + 10, 5 * REUSE_MIN_NS),
+            None,
+            "younger than asked"
+        );
+        assert_eq!(c.claim(REUSE_MIN_NS + 10, 0), Some(7));
+        assert_eq!(
+            c.claim(REUSE_MIN_NS + 10, 0),
+            None,
+            "not retired, or not this generation"
+        );
+        assert_eq!(c.claim(REUSE_AFTER_NS + 10, 0), Some(9));
+        assert_eq!(c.claim(REUSE_AFTER_NS + 10, 0), Some(11));
     }
 }

@@ -159,11 +159,27 @@ pub(crate) fn init(
     if p.config.disable {
         return;
     }
-    let Some(i) = p.contexts.claim(ncclprof_shared::clock::monotonic_ns()) else {
+    // A late viewer is replayed the history (`NCCLPROF_HISTORY_MS`), whose records name
+    // their communicator by slot and generation, described only while the slot is not
+    // reused: reuse waits for the history to age past the finalize (10 s with a dump file
+    // asked for, whose history is not aged, as before).
+    let min_age_ns = if p.config.dump_file.is_some() {
+        crate::context::REUSE_AFTER_NS
+    } else {
+        p.config
+            .history_ms
+            .saturating_add(1000)
+            .saturating_mul(1_000_000)
+    };
+    let Some(i) = p
+        .contexts
+        .claim(ncclprof_shared::clock::monotonic_ns(), min_age_ns)
+    else {
         nccl_log::warn(
             "all 1024 communicator slots of this process are taken (a finalized \
-             communicator's is reused once its records are read, 1 s after its finalize at \
-             the soonest): this one is not profiled",
+             communicator's is reused once its records are read and out of the history, \
+             NCCLPROF_HISTORY_MS + 1 s after its finalize at the soonest): this one is not \
+             profiled",
         );
         return;
     };
@@ -252,11 +268,11 @@ pub fn finalize(ctx: *mut c_void) {
     let Some(slot) = p.contexts.get(i) else {
         return;
     };
+    if slot.finalized.load(Ordering::Acquire) {
+        return; // double finalize: keeps the first one's time
+    }
     slot.finalized_at
         .store(ncclprof_shared::clock::monotonic_ns(), Ordering::Relaxed);
-    // Not retired until the drain has read this communicator's records (a drain that marked
-    // the slot's previous communicator while this one claimed it must not count).
-    slot.retired.store(false, Ordering::Release);
     if slot.finalized.swap(true, Ordering::AcqRel) {
         return; // double finalize
     }

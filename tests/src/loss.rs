@@ -43,7 +43,9 @@ pub fn drops_by_reason(log: &[String]) -> Option<Losses> {
             .split_once("dropped: ")
             .and_then(|(_, list)| list.split_once(&format!("{} ", r.name())))
         {
-            by[r as usize] = Some(first_number(rest)?);
+            // The count follows the name at once; a hint, with numbers of its own, may follow.
+            let digits = rest.split(|c: char| !c.is_ascii_digit()).next()?;
+            by[r as usize] = Some(digits.parse().ok()?);
         }
     }
     Some(Losses {
@@ -79,6 +81,13 @@ mod tests {
         assert_eq!(unread, 4096);
         assert_eq!(by[DropReason::RingFull as usize], Some(25));
         assert_eq!(by[DropReason::TableFull as usize], None);
+        // Reasons without a hint are followed by a comma or a semicolon straight away.
+        let bare = "NCCLPROF 9 events recorded since start, 6 records dropped: unknown handle \
+                    1, abandoned 5; 106 names not kept (the string table was full)";
+        let by = drops_by_reason(&[bare.into()]).unwrap().by_reason;
+        assert_eq!(by[DropReason::UnknownHandle as usize], Some(1));
+        assert_eq!(by[DropReason::Abandoned as usize], Some(5));
+        assert_eq!(by[DropReason::StringsFull as usize], Some(0));
         let none = "NCCLPROF 5 events recorded since start, no records dropped";
         let by = drops_by_reason(&[none.into()]).unwrap().by_reason;
         assert!(by.iter().all(|&n| n == Some(0)));
