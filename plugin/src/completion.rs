@@ -211,6 +211,10 @@ fn is_container(k: EventKind) -> bool {
     )
 }
 
+/// An open event quiet for this many completion timeouts, whose ring dropped records since
+/// its last sign of life, is taken to have lost its stop (see `Completion::sweep`).
+const LOST_AFTER_TIMEOUTS: u64 = 10;
+
 /// Completion state, putting what it completes into `S`: the drain's [`History`] frames,
 /// or a `Vec` of records (tests, benches, [`Completion::take`]).
 ///
@@ -234,6 +238,9 @@ pub struct Completion<S = Vec<EventRecord>> {
     pub completed: [u64; EventKind::COUNT],
     pub dropped: [u64; DropReason::COUNT],
     last_sweep: u64,
+    /// Per capture ring: when (host ns) the drain last saw it drop records (0: never). An
+    /// event whose ring dropped records after its last sign of life may have lost its stop.
+    ring_drops: Vec<u64>,
 }
 
 /// A ProxyStep state (spec §2.3) into its record: p1..p3 = the step's phase boundaries,
@@ -321,12 +328,29 @@ impl<S: Sink> Completion<S> {
             completed: [0; EventKind::COUNT],
             dropped: [0; DropReason::COUNT],
             last_sweep: 0,
+            ring_drops: Vec::new(),
         }
     }
 
     /// How long an open event may wait for a sign of progress before it is reported.
     pub fn timeout_ns(&self) -> u64 {
         self.timeout_ns
+    }
+
+    /// The drain saw capture ring `ring` drop records (a full ring) at host time `at`.
+    pub fn ring_dropped(&mut self, ring: u32, at: u64) {
+        let i = ring as usize;
+        if self.ring_drops.len() <= i {
+            self.ring_drops.resize(i + 1, 0);
+        }
+        self.ring_drops[i] = at;
+    }
+
+    /// Whether the ring `id` was issued from dropped records after host time `t`.
+    fn lost_since(&self, id: u64, t: u64) -> bool {
+        self.ring_drops
+            .get(crate::handle::ring_of(id) as usize)
+            .is_some_and(|&at| at > t)
     }
 
     /// Records waiting for a parent from another thread's ring (see [`Completion::pass`]).
@@ -1078,7 +1102,17 @@ impl<S: Sink> Completion<S> {
         let mut finish = Vec::new();
         let mut orphans = Vec::new();
         let mut suspects = Vec::new();
+        let mut lost_stops = Vec::new();
         for (&id, o) in &self.table {
+            // Quiet for 10 timeouts while its ring dropped records since: its stop was likely
+            // among them. Without that, an open event is in flight, perhaps hung, and stays
+            // visible (leaves for 60 timeouts). Orphans of a loss burst filled the open table
+            // for a minute and dropped good events as `table full` (scale bench), and a
+            // progressed ProxyOp stayed open, its collective "in flight", until finalize.
+            // (10, not 1: a step can take seconds on a slow network, and a hang that begins
+            // while a ring is full must stay visible a while.)
+            let lost = now.saturating_sub(o.last_activity) > LOST_AFTER_TIMEOUTS * self.timeout_ns
+                && self.lost_since(id, o.last_activity);
             let Some(kind) = o.rec.kind() else { continue };
             if is_container(kind) {
                 if o.stopped && self.ready(o, now).is_some() {
@@ -1099,11 +1133,16 @@ impl<S: Sink> Completion<S> {
                 } else {
                     suspects.push(id);
                 }
+            } else if kind == EventKind::ProxyOp && o.progressed && lost {
+                lost_stops.push(id);
             } else if kind != EventKind::ProxyOp
-                && now.saturating_sub(o.last_activity) > 60 * self.timeout_ns
+                && (lost || now.saturating_sub(o.last_activity) > 60 * self.timeout_ns)
             {
                 orphans.push(id); // leaked leaf (e.g. a restarted step NCCL never stopped)
             }
+        }
+        for id in lost_stops {
+            self.op_lost_its_stop(id);
         }
         for id in suspects {
             if let Some(o) = self.table.get_mut(&id) {
@@ -1136,6 +1175,31 @@ impl<S: Sink> Completion<S> {
                     self.dropped[DropReason::Abandoned as usize] += 1;
                 }
             }
+        }
+    }
+
+    /// A progressed ProxyOp whose stop was lost with its ring's dropped records: reported
+    /// with its end unknown, its open steps counted abandoned, its collective no longer
+    /// waiting for it.
+    fn op_lost_its_stop(&mut self, id: u64) {
+        let Some(mut o) = self.table.remove(&id) else {
+            return;
+        };
+        for &(_, step) in &o.steps {
+            if self.forget_step(step) {
+                self.dropped[DropReason::Abandoned as usize] += 1;
+            }
+        }
+        self.op_left(&o);
+        o.rec.flags |= F_END_UNKNOWN;
+        o.rec.end_ns = 0;
+        let (parent, flags) = (o.rec.parent, o.rec.flags);
+        self.emit(o.rec);
+        if flags & F_FOREIGN == 0
+            && let Some(p) = self.table.get_mut(&parent)
+        {
+            p.pending = p.pending.saturating_sub(1);
+            self.dirty.push(parent);
         }
     }
 
@@ -1904,5 +1968,57 @@ mod tests {
         // Off, on and off again between two passes: the wait starts again.
         assert_eq!(w.at(off, 4, 600, 100).none_after, Some(700));
         assert!(w.at(all, 5, 700, 100).none_after.is_none());
+    }
+
+    /// A progressed ProxyOp whose stop (and its step's) went with records its ring dropped
+    /// leaves the open table 10 timeouts after its last sign of life: end unknown, its
+    /// step counted abandoned, its collective done waiting. Without drops on its ring it
+    /// stays open, in flight (perhaps hung), as before.
+    #[test]
+    fn an_op_whose_ring_dropped_its_stop_leaves_the_table() {
+        for ring_dropped in [true, false] {
+            let mut c = Completion::new(262_144, 1, 0.0); // 1 ms timeout
+            let mut f = Feed::new();
+            let coll = f.id(EventKind::Coll);
+            f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 0]);
+            f.stop(EventKind::Coll, coll);
+            let op = f.id(EventKind::ProxyOp);
+            f.push(
+                OP_START,
+                EventKind::ProxyOp,
+                op,
+                coll,
+                0,
+                [0, 1 | (1 << 8), 8, 0],
+            );
+            let s = st::PROXY_OP_IN_PROGRESS as u8;
+            f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+            let step = f.step_start(op, 0);
+            let last_activity = f.ts;
+            let out = f.run(&mut c); // the step's and the op's stops are never seen
+            assert!(out.is_empty());
+            if ring_dropped {
+                c.ring_dropped(handle::ring_of(op), last_activity + 1);
+            }
+            let mut out = Vec::new();
+            // Past 10 timeouts, at sweeps (every 100 ms).
+            for t in [200_000_000, 400_000_000, 600_000_000] {
+                c.end_pass(last_activity + t);
+                c.take(&mut out);
+            }
+            if ring_dropped {
+                let r = out.iter().find(|r| r.id == op).expect("the op, reported");
+                assert_ne!(r.flags & F_END_UNKNOWN, 0);
+                assert_eq!(r.flags & F_NOT_NETWORK, 0);
+                assert!(out.iter().any(|r| r.id == coll), "its collective completes");
+                assert!(!out.iter().any(|r| r.id == step));
+                assert_eq!(c.dropped[DropReason::Abandoned as usize], 1, "the step");
+                assert_eq!(c.open_events(), 0);
+            } else {
+                assert!(out.is_empty(), "in flight, perhaps hung: {out:?}");
+                // The collective and the op (the step went at the leak sweep, 60 timeouts).
+                assert_eq!(c.open_events(), 2);
+            }
+        }
     }
 }

@@ -238,6 +238,8 @@ pub struct Drain {
     signals: SignalsWatch,
     /// Host time every ring has been read up to, as of the last pass (its time cut).
     horizon_ns: u64,
+    /// Per ring: records it had dropped when last looked at (see `Completion::ring_dropped`).
+    ring_drop_totals: Vec<u64>,
     /// Reused buffer of the rings read in a pass: (ring, first, end) sequence numbers.
     ranges: Vec<(&'static Ring, u64, u64)>,
 }
@@ -299,6 +301,7 @@ impl Drain {
             ranges: Vec::new(),
             signals: SignalsWatch::default(),
             horizon_ns: 0,
+            ring_drop_totals: Vec::new(),
         }
     }
 
@@ -389,12 +392,31 @@ impl Drain {
         // child.
         let horizon = self.cal.to_ns(cut).min(monotonic_ns());
         self.horizon_ns = horizon;
+        self.note_ring_drops();
         self.completion.end_pass(horizon);
         Pass {
             read,
             behind,
             stopped_at_cut: share_cut.is_some(),
             cut,
+        }
+    }
+
+    /// Tell completion which rings dropped records since the last pass (their events may have
+    /// lost their stops). Read after the pass, so that a drop is never dated before the
+    /// records read in it.
+    fn note_ring_drops(&mut self) {
+        let now = monotonic_ns();
+        for ring in self.p.rings.rings() {
+            let i = ring.index() as usize;
+            if self.ring_drop_totals.len() <= i {
+                self.ring_drop_totals.resize(i + 1, 0);
+            }
+            let total: u64 = (0..EventKind::COUNT).map(|k| ring.dropped(k)).sum();
+            if total != self.ring_drop_totals[i] {
+                self.ring_drop_totals[i] = total;
+                self.completion.ring_dropped(ring.index(), now);
+            }
         }
     }
 
