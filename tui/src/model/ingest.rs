@@ -261,7 +261,8 @@ fn ingest_events(store: &mut Store, proc: usize, recs: &[EventRecord]) {
     let mut touched: Vec<usize> = Vec::new();
     let (mut delta, mut n, mut t_min, mut t_max) = (0isize, 0usize, u64::MAX, 0u64);
     for r in recs {
-        if resume != 0 && r.end_ns <= resume {
+        // (An end unknown is 0: its start says when it was sent.)
+        if resume != 0 && r.end_ns.max(r.start_ns) <= resume {
             continue;
         }
         last = last.max(r.end_ns);
