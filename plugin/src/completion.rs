@@ -238,8 +238,8 @@ pub struct Completion<S = Vec<EventRecord>> {
     pub completed: [u64; EventKind::COUNT],
     pub dropped: [u64; DropReason::COUNT],
     last_sweep: u64,
-    /// Per capture ring: when (host ns) the drain last saw it drop records (0: never). An
-    /// event whose ring dropped records after its last sign of life may have lost its stop.
+    /// Per capture ring: host time of the newest record it dropped (0: none). An event whose
+    /// ring dropped a record after its last sign of life may have lost its stop.
     ring_drops: Vec<u64>,
 }
 
@@ -337,7 +337,7 @@ impl<S: Sink> Completion<S> {
         self.timeout_ns
     }
 
-    /// The drain saw capture ring `ring` drop records (a full ring) at host time `at`.
+    /// Capture ring `ring` dropped a record (a full ring) stamped at host time `at`.
     pub fn ring_dropped(&mut self, ring: u32, at: u64) {
         let i = ring as usize;
         if self.ring_drops.len() <= i {
@@ -346,11 +346,12 @@ impl<S: Sink> Completion<S> {
         self.ring_drops[i] = at;
     }
 
-    /// Whether the ring `id` was issued from dropped records after host time `t`.
-    fn lost_since(&self, id: u64, t: u64) -> bool {
+    /// Whether the ring `id` was issued from dropped a record stamped after host time `t` and
+    /// no later than `now` (the part of the rings read so far).
+    fn lost_since(&self, id: u64, t: u64, now: u64) -> bool {
         self.ring_drops
             .get(crate::handle::ring_of(id) as usize)
-            .is_some_and(|&at| at > t)
+            .is_some_and(|&at| at > t && at <= now)
     }
 
     /// Records waiting for a parent from another thread's ring (see [`Completion::pass`]).
@@ -525,6 +526,13 @@ impl<S: Sink> Completion<S> {
             self.deferred_ids.insert(r.id);
             return;
         }
+        // Work captured in a CUDA graph, or under a parent no longer here (a graph replay's
+        // stale handle), carries the mask of its capture: the mask in force says nothing
+        // about which children it gets (spec §4.12).
+        let replayable = linkable
+            && parent
+                .as_ref()
+                .is_none_or(|p| p.rec.flags & F_GRAPH_CAPTURED != 0);
         self.captured[kind as usize] += 1;
         if open_now >= self.max_open {
             self.dropped[DropReason::TableFull as usize] += 1;
@@ -557,7 +565,7 @@ impl<S: Sink> Completion<S> {
                 if signals.kernel_ch {
                     o.kernels_expected = u32::from(rec.sub).min(64);
                 }
-                o.no_signal = signals.none_at(ns);
+                o.no_signal = !replayable && signals.none_at(ns);
             }
             EventKind::P2p => {
                 rec.x = lo(w[0]);
@@ -569,7 +577,7 @@ impl<S: Sink> Completion<S> {
                 // self (`addP2pToPlan`: `nProxyOps = selfSend ? 0 : 2`), so no ProxyOp and no
                 // KernelCh ever comes for it.
                 let to_self = ctx.rank >= 0 && rec.x == ctx.rank as u32;
-                o.no_signal = to_self || signals.none_at(ns);
+                o.no_signal = to_self || (!replayable && signals.none_at(ns));
                 if signals.kernel_ch && !o.no_signal {
                     o.kernels_expected = u32::from(rec.sub).min(64);
                 }
@@ -756,6 +764,11 @@ impl<S: Sink> Completion<S> {
             }
             return;
         };
+        // A sign of life (see `sweep`: an op quiet for long on a ring that dropped records
+        // is taken to have lost its stop). Containers time out on their own rules.
+        if !o.rec.kind().is_some_and(is_container) {
+            o.last_activity = ns;
+        }
         let s = u32::from(r.state);
         let arg = r.parent;
         let rec = &mut o.rec;
@@ -907,6 +920,7 @@ impl<S: Sink> Completion<S> {
         rec.end_ns = ns;
         rec.flags |= F_END_KNOWN;
         if let Some(op) = self.table.get_mut(&rec.parent) {
+            op.last_activity = ns; // a sign of life of the op (see `sweep`)
             rec.sub = op.rec.sub;
             rec.x = op.rec.x;
             rec.comm = op.rec.comm;
@@ -1112,7 +1126,7 @@ impl<S: Sink> Completion<S> {
             // (10, not 1: a step can take seconds on a slow network, and a hang that begins
             // while a ring is full must stay visible a while.)
             let lost = now.saturating_sub(o.last_activity) > LOST_AFTER_TIMEOUTS * self.timeout_ns
-                && self.lost_since(id, o.last_activity);
+                && self.lost_since(id, o.last_activity, now);
             let Some(kind) = o.rec.kind() else { continue };
             if is_container(kind) {
                 if o.stopped && self.ready(o, now).is_some() {
@@ -1173,8 +1187,33 @@ impl<S: Sink> Completion<S> {
                     }
                 } else {
                     self.dropped[DropReason::Abandoned as usize] += 1;
+                    // A leaf its parent counts (a KernelCh, a launch, a CE event): the parent
+                    // waits for it no more (it stayed in flight for good before).
+                    if matches!(
+                        o.rec.kind(),
+                        Some(
+                            EventKind::KernelCh
+                                | EventKind::KernelLaunch
+                                | EventKind::CeSync
+                                | EventKind::CeBatch
+                        )
+                    ) {
+                        self.release_parent(&o.rec);
+                    }
                 }
             }
+        }
+    }
+
+    /// A child of `rec.parent` left the table without a stop: the parent no longer waits
+    /// for it.
+    fn release_parent(&mut self, rec: &EventRecord) {
+        if rec.flags & (F_FOREIGN | F_PARENT_UNKNOWN) != 0 || rec.parent == 0 {
+            return;
+        }
+        if let Some(p) = self.table.get_mut(&rec.parent) {
+            p.pending = p.pending.saturating_sub(1);
+            self.dirty.push(rec.parent);
         }
     }
 
@@ -1193,14 +1232,8 @@ impl<S: Sink> Completion<S> {
         self.op_left(&o);
         o.rec.flags |= F_END_UNKNOWN;
         o.rec.end_ns = 0;
-        let (parent, flags) = (o.rec.parent, o.rec.flags);
+        self.release_parent(&o.rec);
         self.emit(o.rec);
-        if flags & F_FOREIGN == 0
-            && let Some(p) = self.table.get_mut(&parent)
-        {
-            p.pending = p.pending.saturating_sub(1);
-            self.dirty.push(parent);
-        }
     }
 
     /// Report everything still open (finalize of the last communicator): containers with
@@ -2020,5 +2053,60 @@ mod tests {
                 assert_eq!(c.open_events(), 2);
             }
         }
+    }
+
+    /// A step's stop is a sign of life of its op: an op whose last step stopped after a drop
+    /// on its ring is not taken for one that lost its stop (found in review: only step starts
+    /// counted, so an op waiting for a sibling channel could be swept while in flight).
+    #[test]
+    fn a_step_stop_keeps_its_op_alive() {
+        let mut c = Completion::new(262_144, 1, 0.0); // 1 ms timeout: lost after 10 ms quiet
+        let mut f = Feed::new();
+        f.ts = 1_000_000_000;
+        c.end_pass(f.ts); // a sweep now, the next one 100 ms later
+        let op = f.op_start(1);
+        let step = f.step_start(op, 0);
+        c.ring_dropped(handle::ring_of(op), f.ts + 1);
+        f.ts += 95_000_000;
+        f.step_end(step);
+        let out = f.run(&mut c);
+        assert!(out.iter().any(|r| r.id == step));
+        // The next sweep: 101 ms after the step's start, 6 after its stop.
+        c.end_pass(f.ts + 6_000_000);
+        assert_eq!(c.open_events(), 1, "the op, in flight");
+        assert_eq!(c.dropped[DropReason::Abandoned as usize], 0);
+        // Quiet 10 timeouts after its last sign of life, with the drop before it: still in
+        // flight (the drop cannot have taken a record after the step's stop).
+        c.end_pass(f.ts + 120_000_000);
+        assert_eq!(c.open_events(), 1);
+    }
+
+    /// A KernelCh quiet for 10 timeouts on a ring that dropped records leaves the table and
+    /// its collective stops waiting for it (it stayed in flight for good, found in review).
+    #[test]
+    fn a_lost_kernel_channel_releases_its_collective() {
+        let mut c = Completion::new(262_144, 1, 0.0);
+        let mut f = Feed::new();
+        f.ts = 1_000_000_000;
+        let coll = f.id(EventKind::Coll);
+        f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 1 << 32]); // 1 channel
+        f.stop(EventKind::Coll, coll);
+        let k = f.id(EventKind::KernelCh);
+        f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
+        c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+        c.end_pass(f.ts);
+        c.ring_dropped(handle::ring_of(k), f.ts + 1);
+        let mut out = Vec::new();
+        for t in [20_000_000, 200_000_000, 400_000_000] {
+            c.end_pass(f.ts + t);
+            c.take(&mut out);
+        }
+        assert_eq!(c.dropped[DropReason::Abandoned as usize], 1, "the KernelCh");
+        let r = out
+            .iter()
+            .find(|r| r.id == coll)
+            .expect("the collective completes");
+        assert_ne!(r.flags & F_END_UNKNOWN, 0);
+        assert_eq!(c.open_events(), 0);
     }
 }

@@ -88,25 +88,33 @@ impl Contexts {
             }
         }
         let min_age = min_age_ns.max(REUSE_MIN_NS);
-        for (i, s) in self.slots.iter().enumerate() {
-            // `finalized` first: its Acquire makes the finalize's `finalized_at` visible (read
-            // first, a stale time could let a slot finalized a moment ago pass for old).
-            if !s.finalized.load(Ordering::Acquire) {
-                continue;
-            }
+        let reusable = |s: &Slot| {
             let age = now_ns.saturating_sub(s.finalized_at.load(Ordering::Relaxed));
             let generation = s.generation.load(Ordering::Acquire);
             let retired = s.retired.load(Ordering::Acquire) == generation.wrapping_add(1);
-            if age > min_age
-                && (retired || age > REUSE_AFTER_NS)
-                && s.finalized
-                    .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                s.generation.fetch_add(1, Ordering::AcqRel);
-                fresh(s);
-                return Some(i as u32);
+            age > min_age && (retired || age > REUSE_AFTER_NS)
+        };
+        for (i, s) in self.slots.iter().enumerate() {
+            // `finalized` first: its Acquire makes the finalize's `finalized_at` visible (read
+            // first, a stale time could let a slot finalized a moment ago pass for old).
+            if !s.finalized.load(Ordering::Acquire) || !reusable(s) {
+                continue;
             }
+            if s.finalized
+                .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            // Checked again now that the slot is ours: another thread may have reused it and
+            // its next communicator been finalized between the check and the exchange.
+            if !reusable(s) {
+                s.finalized.store(true, Ordering::Release);
+                continue;
+            }
+            s.generation.fetch_add(1, Ordering::AcqRel);
+            fresh(s);
+            return Some(i as u32);
         }
         None
     }

@@ -17,6 +17,11 @@ pub struct Control {
     supported: AtomicU32,
     /// Bumped on every change, so the drain thread sends a MaskAck.
     pub changes: AtomicU32,
+    /// The mask last written into the core.
+    written: AtomicU32,
+    /// Bumped when a write turns KernelCh or ProxyOp on or off (see
+    /// `completion::SignalsWatch`; `changes` moves on every `init` too).
+    pub signal_changes: AtomicU32,
 }
 
 impl Control {
@@ -27,6 +32,8 @@ impl Control {
             active: AtomicBool::new(true),
             supported: AtomicU32::new(mask::ALL_V6),
             changes: AtomicU32::new(0),
+            written: AtomicU32::new(initial),
+            signal_changes: AtomicU32::new(0),
         }
     }
 
@@ -48,6 +55,11 @@ impl Control {
             // loaded (it outlives every communicator); the core reads it with relaxed atomic
             // loads, so an atomic store is the right access.
             unsafe { AtomicI32::from_ptr(p) }.store(m as i32, Ordering::Relaxed);
+        }
+        let children = ncclprof_shared::kind::EventKind::KernelCh.bit()
+            | ncclprof_shared::kind::EventKind::ProxyOp.bit();
+        if (self.written.swap(m, Ordering::AcqRel) ^ m) & children != 0 {
+            self.signal_changes.fetch_add(1, Ordering::Release);
         }
         self.changes.fetch_add(1, Ordering::Release);
     }

@@ -75,6 +75,9 @@ pub struct Ring {
     seq: UnsafeCell<u64>,
     /// Records dropped because the ring was full, by kind (producer writes, drain reads).
     dropped: [AtomicU64; EventKind::COUNT],
+    /// Stamp of the newest record dropped (0: none yet): tells the drain which open events
+    /// may have lost a record (`Completion::ring_dropped`).
+    last_drop_ts: AtomicU64,
     index: u32,
     mask: u64,
     slots: *mut Raw,
@@ -130,6 +133,7 @@ impl Ring {
             if let Some(c) = self.dropped.get(rec.kind as usize) {
                 c.fetch_add(1, Ordering::Relaxed);
             }
+            self.last_drop_ts.store(rec.ts, Ordering::Relaxed);
             return false;
         }
         // SAFETY: the slot at `head & mask` is not visible to the consumer until the release
@@ -228,6 +232,11 @@ impl Ring {
         self.dropped[kind].load(Ordering::Relaxed)
     }
 
+    /// Stamp (raw clock) of the newest record this ring dropped; 0 if none.
+    pub fn last_drop_ts(&self) -> u64 {
+        self.last_drop_ts.load(Ordering::Relaxed)
+    }
+
     pub fn is_active(&self) -> bool {
         self.state.load(Ordering::Acquire) != FREE
     }
@@ -281,6 +290,7 @@ impl RingPool {
                 state: AtomicU32::new(FREE),
                 seq: UnsafeCell::new(0),
                 dropped: Default::default(),
+                last_drop_ts: AtomicU64::new(0),
                 index: i as u32,
                 mask: (cap - 1) as u64,
                 slots,

@@ -238,8 +238,8 @@ pub struct Drain {
     signals: SignalsWatch,
     /// Host time every ring has been read up to, as of the last pass (its time cut).
     horizon_ns: u64,
-    /// Per ring: records it had dropped when last looked at (see `Completion::ring_dropped`).
-    ring_drop_totals: Vec<u64>,
+    /// Per ring: the stamp of its newest dropped record when last looked at.
+    ring_drop_stamps: Vec<u64>,
     /// Reused buffer of the rings read in a pass: (ring, first, end) sequence numbers.
     ranges: Vec<(&'static Ring, u64, u64)>,
 }
@@ -301,7 +301,7 @@ impl Drain {
             ranges: Vec::new(),
             signals: SignalsWatch::default(),
             horizon_ns: 0,
-            ring_drop_totals: Vec::new(),
+            ring_drop_stamps: Vec::new(),
         }
     }
 
@@ -317,11 +317,6 @@ impl Drain {
     /// are released after it.
     fn pass(&mut self) -> Pass {
         let p = self.p;
-        let settle_ns = 2 * self.completion.timeout_ns();
-        let changes = p.control.changes.load(Ordering::Acquire);
-        let signals = self
-            .signals
-            .at(p.control.in_force(), changes, monotonic_ns(), settle_ns);
         let mut ranges = std::mem::take(&mut self.ranges);
         ranges.clear();
         let mut behind = false;
@@ -338,6 +333,12 @@ impl Drain {
         // started on one thread after its parent stopped on another (a NetPlugin event on a
         // helper thread) could be read in a pass that no longer holds the parent.
         let snapshot_ts = now_raw();
+        // The mask after the snapshot: what it says holds for every record read in this pass.
+        let settle_ns = 2 * self.completion.timeout_ns();
+        let changes = p.control.signal_changes.load(Ordering::Acquire);
+        let signals = self
+            .signals
+            .at(p.control.in_force(), changes, monotonic_ns(), settle_ns);
         for ring in p.rings.rings() {
             if !ring.is_active() {
                 continue;
@@ -402,20 +403,20 @@ impl Drain {
         }
     }
 
-    /// Tell completion which rings dropped records since the last pass (their events may have
-    /// lost their stops). Read after the pass, so that a drop is never dated before the
-    /// records read in it.
+    /// Tell completion when each ring last dropped a record (by the dropped record's own
+    /// stamp: the drain's clock would date a drop in the unread part of a ring as if it
+    /// preceded records still to be read).
     fn note_ring_drops(&mut self) {
-        let now = monotonic_ns();
         for ring in self.p.rings.rings() {
             let i = ring.index() as usize;
-            if self.ring_drop_totals.len() <= i {
-                self.ring_drop_totals.resize(i + 1, 0);
+            if self.ring_drop_stamps.len() <= i {
+                self.ring_drop_stamps.resize(i + 1, 0);
             }
-            let total: u64 = (0..EventKind::COUNT).map(|k| ring.dropped(k)).sum();
-            if total != self.ring_drop_totals[i] {
-                self.ring_drop_totals[i] = total;
-                self.completion.ring_dropped(ring.index(), now);
+            let ts = ring.last_drop_ts();
+            if ts != self.ring_drop_stamps[i] {
+                self.ring_drop_stamps[i] = ts;
+                self.completion
+                    .ring_dropped(ring.index(), self.cal.to_ns(ts));
             }
         }
     }

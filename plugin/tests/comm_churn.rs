@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
-use nccl_profiler_ncclprof::context::{MAX_CONTEXTS, REUSE_AFTER_NS, REUSE_MIN_NS};
+use nccl_profiler_ncclprof::context::{MAX_CONTEXTS, REUSE_AFTER_NS};
 use ncclprof_shared::kind::EventKind;
 
 type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
@@ -53,19 +53,19 @@ fn finalized_communicators_slots_come_back_once_drained() {
     // alive (its drain thread running) across the last finalize of the first batch.
     let keeper = init(1);
     assert!(!keeper.is_null());
-    let t0 = Instant::now();
     let batch: Vec<_> = (2..=MAX_CONTEXTS as u64).map(init).collect();
     assert!(
         batch.iter().all(|c| !c.is_null()),
         "all slots while they last"
     );
     assert!(init(99_999).is_null(), "every slot taken");
+    let first_finalize = Instant::now(); // no slot was finalized before this
     for &c in &batch {
         coll(c);
         finalize(c);
     }
-    // No slot is reused sooner than REUSE_MIN_NS after its finalize; well before
-    // REUSE_AFTER_NS, the drain has retired them.
+    // No slot is reused sooner than NCCLPROF_HISTORY_MS + 1 s after its finalize; well
+    // before REUSE_AFTER_NS, the drain has retired them.
     let profiled = wait_for(Duration::from_secs(5), || {
         let c = init(100_000);
         let ok = !c.is_null();
@@ -74,11 +74,12 @@ fn finalized_communicators_slots_come_back_once_drained() {
         }
         ok
     });
-    let waited = t0.elapsed();
+    let waited = first_finalize.elapsed();
     assert!(profiled, "no slot came back within 5 s");
+    // Not before the history (200 ms here) has aged past its finalize, plus 1 s.
     assert!(
-        waited.as_nanos() as u64 >= REUSE_MIN_NS,
-        "a slot came back {waited:?} after its finalize"
+        waited >= Duration::from_millis(1_200),
+        "a slot came back {waited:?} after the first finalize"
     );
     assert!((waited.as_nanos() as u64) < REUSE_AFTER_NS);
     // And many of them: the next batch is profiled too.
