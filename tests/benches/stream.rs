@@ -146,6 +146,7 @@ fn main() {
             let mut fx = Effects::new(false);
             let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
             let mut last_draw = Instant::now();
+            let mut newest_seen = 0;
             while !vq.load(Ordering::Relaxed) {
                 let any = ingest_turn(&mut app, &live, &mut fx);
                 let now = monotonic_ns();
@@ -158,7 +159,11 @@ fn main() {
                         .map(|p| p.last_end)
                         .max()
                         .unwrap_or(0);
-                    if newest > 0 {
+                    // A turn that brought no newer event is no sample: after the producer
+                    // stops, events the drain reports late (ops whose stop a full ring
+                    // dropped, swept 10 timeouts on) would time the wait since the last one.
+                    if newest > newest_seen {
+                        newest_seen = newest;
                         s.lat.push(now.saturating_sub(newest));
                     }
                 }
