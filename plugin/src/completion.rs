@@ -211,6 +211,19 @@ fn is_container(k: EventKind) -> bool {
     )
 }
 
+/// A capture ring's dropped records as the drain heard of them (host ns, 0: none). A ring
+/// that keeps overflowing reports a newer drop at every pass, beyond what has been read:
+/// keeping only the newest, none would ever be reached.
+#[derive(Clone, Copy, Debug, Default)]
+struct RingDrops {
+    /// The newest known to lie in the part of the ring read so far.
+    reached: u64,
+    /// The oldest reported and not yet reached.
+    pending: u64,
+    /// The newest reported.
+    latest: u64,
+}
+
 /// An open event quiet for this many completion timeouts, whose ring dropped records since
 /// its last sign of life, is taken to have lost its stop (see `Completion::sweep`).
 const LOST_AFTER_TIMEOUTS: u64 = 10;
@@ -238,9 +251,9 @@ pub struct Completion<S = Vec<EventRecord>> {
     pub completed: [u64; EventKind::COUNT],
     pub dropped: [u64; DropReason::COUNT],
     last_sweep: u64,
-    /// Per capture ring: host time of the newest record it dropped (0: none). An event whose
+    /// Per capture ring, host times of dropped records it reported (0: none). An event whose
     /// ring dropped a record after its last sign of life may have lost its stop.
-    ring_drops: Vec<u64>,
+    ring_drops: Vec<RingDrops>,
 }
 
 /// A ProxyStep state (spec §2.3) into its record: p1..p3 = the step's phase boundaries,
@@ -341,17 +354,35 @@ impl<S: Sink> Completion<S> {
     pub fn ring_dropped(&mut self, ring: u32, at: u64) {
         let i = ring as usize;
         if self.ring_drops.len() <= i {
-            self.ring_drops.resize(i + 1, 0);
+            self.ring_drops.resize(i + 1, RingDrops::default());
         }
-        self.ring_drops[i] = at;
+        let d = &mut self.ring_drops[i];
+        d.latest = d.latest.max(at);
+        if d.pending == 0 {
+            d.pending = at;
+        }
     }
 
-    /// Whether the ring `id` was issued from dropped a record stamped after host time `t` and
-    /// no later than `now` (the part of the rings read so far).
-    fn lost_since(&self, id: u64, t: u64, now: u64) -> bool {
+    /// The rings have been read up to host time `now`: the drops stamped before it are
+    /// reached.
+    fn reach_drops(&mut self, now: u64) {
+        for d in &mut self.ring_drops {
+            if d.latest != 0 && d.latest <= now {
+                d.reached = d.reached.max(d.latest);
+                d.pending = 0;
+            } else if d.pending != 0 && d.pending <= now {
+                d.reached = d.reached.max(d.pending);
+                d.pending = d.latest; // the next to reach
+            }
+        }
+    }
+
+    /// Whether the ring `id` was issued from dropped a record, in the part read so far,
+    /// stamped after host time `t`.
+    fn lost_since(&self, id: u64, t: u64) -> bool {
         self.ring_drops
             .get(crate::handle::ring_of(id) as usize)
-            .is_some_and(|&at| at > t && at <= now)
+            .is_some_and(|d| d.reached > t)
     }
 
     /// Records waiting for a parent from another thread's ring (see [`Completion::pass`]).
@@ -1113,10 +1144,12 @@ impl<S: Sink> Completion<S> {
             .steps_open
             .remove_where(|r| now.saturating_sub(r.start_ns) > leak_ns);
         self.dropped[DropReason::Abandoned as usize] += leaked as u64;
+        self.reach_drops(now);
         let mut finish = Vec::new();
         let mut orphans = Vec::new();
         let mut suspects = Vec::new();
         let mut lost_stops = Vec::new();
+        let mut lost_leaves = Vec::new();
         for (&id, o) in &self.table {
             // Quiet for 10 timeouts while its ring dropped records since: its stop was likely
             // among them. Without that, an open event is in flight, perhaps hung, and stays
@@ -1126,7 +1159,7 @@ impl<S: Sink> Completion<S> {
             // (10, not 1: a step can take seconds on a slow network, and a hang that begins
             // while a ring is full must stay visible a while.)
             let lost = now.saturating_sub(o.last_activity) > LOST_AFTER_TIMEOUTS * self.timeout_ns
-                && self.lost_since(id, o.last_activity, now);
+                && self.lost_since(id, o.last_activity);
             let Some(kind) = o.rec.kind() else { continue };
             if is_container(kind) {
                 if o.stopped && self.ready(o, now).is_some() {
@@ -1149,10 +1182,31 @@ impl<S: Sink> Completion<S> {
                 }
             } else if kind == EventKind::ProxyOp && o.progressed && lost {
                 lost_stops.push(id);
+            } else if kind != EventKind::ProxyOp && lost {
+                lost_leaves.push(id);
             } else if kind != EventKind::ProxyOp
-                && (lost || now.saturating_sub(o.last_activity) > 60 * self.timeout_ns)
+                && now.saturating_sub(o.last_activity) > 60 * self.timeout_ns
             {
                 orphans.push(id); // leaked leaf (e.g. a restarted step NCCL never stopped)
+            }
+        }
+        for id in lost_leaves {
+            // Its stop went with its ring's dropped records: a leaf its parent counts (a
+            // KernelCh, a launch, a CE event) releases it. A leaked leaf (60 timeouts, no
+            // drops) does not: that may be a hang, and its parent must stay in flight.
+            if let Some(o) = self.table.remove(&id) {
+                self.dropped[DropReason::Abandoned as usize] += 1;
+                if matches!(
+                    o.rec.kind(),
+                    Some(
+                        EventKind::KernelCh
+                            | EventKind::KernelLaunch
+                            | EventKind::CeSync
+                            | EventKind::CeBatch
+                    )
+                ) {
+                    self.release_parent(&o.rec);
+                }
             }
         }
         for id in lost_stops {
@@ -1178,8 +1232,8 @@ impl<S: Sink> Completion<S> {
                     o.rec.end_ns = 0;
                     let (parent, flags) = (o.rec.parent, o.rec.flags);
                     self.emit(o.rec);
-                    if let Some(p) = self.table.get_mut(&parent)
-                        && flags & F_FOREIGN == 0
+                    if flags & (F_FOREIGN | F_PARENT_UNKNOWN) == 0
+                        && let Some(p) = self.table.get_mut(&parent)
                     {
                         p.pending = p.pending.saturating_sub(1);
                         p.unprogressed = p.unprogressed.saturating_sub(1);
@@ -1187,19 +1241,6 @@ impl<S: Sink> Completion<S> {
                     }
                 } else {
                     self.dropped[DropReason::Abandoned as usize] += 1;
-                    // A leaf its parent counts (a KernelCh, a launch, a CE event): the parent
-                    // waits for it no more (it stayed in flight for good before).
-                    if matches!(
-                        o.rec.kind(),
-                        Some(
-                            EventKind::KernelCh
-                                | EventKind::KernelLaunch
-                                | EventKind::CeSync
-                                | EventKind::CeBatch
-                        )
-                    ) {
-                        self.release_parent(&o.rec);
-                    }
                 }
             }
         }
@@ -2108,5 +2149,52 @@ mod tests {
             .expect("the collective completes");
         assert_ne!(r.flags & F_END_UNKNOWN, 0);
         assert_eq!(c.open_events(), 0);
+    }
+
+    /// A KernelCh quiet for 60 timeouts without drops on its ring is a leak, or a hang: it
+    /// is counted abandoned but its collective stays in flight (found in review: releasing
+    /// it reported a hung collective as finished).
+    #[test]
+    fn a_leaked_kernel_channel_leaves_its_collective_in_flight() {
+        let mut c = Completion::new(262_144, 1, 0.0);
+        let mut f = Feed::new();
+        f.ts = 1_000_000_000;
+        let coll = f.id(EventKind::Coll);
+        f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 1 << 32]);
+        f.stop(EventKind::Coll, coll);
+        let k = f.id(EventKind::KernelCh);
+        f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
+        let mut out = f.run(&mut c);
+        for t in [200_000_000, 400_000_000] {
+            c.end_pass(f.ts + t);
+            c.take(&mut out);
+        }
+        assert_eq!(c.dropped[DropReason::Abandoned as usize], 1, "the KernelCh");
+        assert!(!out.iter().any(|r| r.id == coll), "{out:?}");
+        assert_eq!(c.open_events(), 1, "the collective, in flight");
+    }
+
+    /// A ring that keeps overflowing reports a newer drop at every pass, beyond what has
+    /// been read; the older ones are still reached, and an op that lost its stop leaves
+    /// (found in review: keeping only the newest, none was ever reached).
+    #[test]
+    fn drops_reported_beyond_the_read_part_are_reached_later() {
+        let mut c = Completion::new(262_144, 1, 0.0);
+        let mut f = Feed::new();
+        f.ts = 1_000_000_000;
+        let op = f.op_start(1);
+        f.step_start(op, 0);
+        let t0 = f.ts;
+        f.run(&mut c);
+        let ring = handle::ring_of(op);
+        let mut out = Vec::new();
+        for k in 1..=3u64 {
+            let now = t0 + k * 200_000_000;
+            c.ring_dropped(ring, now + 50_000_000); // always past what has been read
+            c.end_pass(now);
+            c.take(&mut out);
+        }
+        let r = out.iter().find(|r| r.id == op).expect("the op, reported");
+        assert_ne!(r.flags & F_END_UNKNOWN, 0);
     }
 }

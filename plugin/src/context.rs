@@ -110,6 +110,8 @@ impl Contexts {
             // its next communicator been finalized between the check and the exchange.
             if !reusable(s) {
                 s.finalized.store(true, Ordering::Release);
+                // A Meta read in between may have said "not finalized": send it again.
+                s.version.fetch_add(1, Ordering::Release);
                 continue;
             }
             s.generation.fetch_add(1, Ordering::AcqRel);

@@ -22,6 +22,11 @@ pub struct Control {
     /// Bumped when a write turns KernelCh or ProxyOp on or off (see
     /// `completion::SignalsWatch`; `changes` moves on every `init` too).
     pub signal_changes: AtomicU32,
+    /// One `apply` at a time (init on several threads, the viewer's SetMask, Start/Stop):
+    /// computing the mask, writing it into the core and recording it must not interleave,
+    /// or the core could keep a stale mask that `in_force` and `written` do not show. Held
+    /// for nanoseconds, and never on a hot path.
+    apply_lock: std::sync::Mutex<()>,
 }
 
 impl Control {
@@ -34,6 +39,7 @@ impl Control {
             changes: AtomicU32::new(0),
             written: AtomicU32::new(initial),
             signal_changes: AtomicU32::new(0),
+            apply_lock: std::sync::Mutex::new(()),
         }
     }
 
@@ -48,6 +54,7 @@ impl Control {
     }
 
     fn apply(&self) {
+        let _one_at_a_time = self.apply_lock.lock().unwrap_or_else(|e| e.into_inner());
         let m = self.in_force();
         let p = self.core_mask.load(Ordering::Acquire);
         if !p.is_null() {
