@@ -436,24 +436,20 @@ pub fn encode(frame: &Frame) -> Result<Vec<u8>, DecodeError> {
 /// Decode one frame. Total: never panics, never allocates more than the input's size.
 pub fn decode(bytes: &[u8]) -> Result<Frame, DecodeError> {
     let (kind, body) = check(bytes)?;
-    if kind == FrameKind::Events {
-        let recs = EventRecord::from_bytes(body).ok_or(DecodeError::Records(body.len()))?;
-        return Ok(Frame::Events(recs.into()));
-    }
-    decode_msg(kind, body)
+    decode_body(kind, body)
 }
 
 /// [`decode`] a frame it may keep: an Events frame's records stay in `bytes`
 /// (see [`Records`]).
 pub fn decode_owned(bytes: Vec<u8>) -> Result<Frame, DecodeError> {
     let (kind, body) = check(&bytes)?;
-    if kind == FrameKind::Events {
-        if !body.len().is_multiple_of(RECORD_SIZE) {
-            return Err(DecodeError::Records(body.len()));
-        }
-        return Ok(Frame::Events(Records::in_frame(bytes)));
+    if kind != FrameKind::Events {
+        return decode_body(kind, body);
     }
-    decode_msg(kind, body)
+    if !body.len().is_multiple_of(RECORD_SIZE) {
+        return Err(DecodeError::Records(body.len()));
+    }
+    Ok(Frame::Events(Records::in_frame(bytes)))
 }
 
 /// The header's checks: the frame's kind and its body.
@@ -490,8 +486,8 @@ fn check(bytes: &[u8]) -> Result<(FrameKind, &[u8]), DecodeError> {
     Ok((kind, body))
 }
 
-/// A postcard-bodied frame.
-fn decode_msg(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
+/// A frame's body, copied out of `body`.
+fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
     fn msg<'a, T: Deserialize<'a>>(kind: FrameKind, body: &'a [u8]) -> Result<T, DecodeError> {
         postcard::from_bytes(body).map_err(|e| DecodeError::Body {
             kind,
@@ -499,7 +495,11 @@ fn decode_msg(kind: FrameKind, body: &[u8]) -> Result<Frame, DecodeError> {
         })
     }
     Ok(match kind {
-        FrameKind::Events => unreachable!("Events frames are decoded by the callers"),
+        FrameKind::Events => Frame::Events(
+            EventRecord::from_bytes(body)
+                .ok_or(DecodeError::Records(body.len()))?
+                .into(),
+        ),
         FrameKind::Hello => Frame::Hello(msg(kind, body)?),
         FrameKind::Meta => Frame::Meta(msg(kind, body)?),
         FrameKind::Counters => Frame::Counters(msg(kind, body)?),
@@ -527,6 +527,18 @@ mod tests {
             active: true,
             clock: "tsc".into(),
         }
+    }
+
+    /// `n` records numbered from 1, each with a start and an end of its own.
+    fn numbered(n: u64) -> Vec<EventRecord> {
+        (1..=n)
+            .map(|i| EventRecord {
+                id: i,
+                start_ns: 10 * i,
+                end_ns: 7 * i,
+                ..Default::default()
+            })
+            .collect()
     }
 
     #[test]
@@ -591,13 +603,7 @@ mod tests {
     /// The viewer's receive path keeps an Events frame's records where they arrived.
     #[test]
     fn an_owned_events_frame_is_read_in_place() {
-        let recs: Vec<EventRecord> = (1..=5)
-            .map(|i| EventRecord {
-                id: i,
-                end_ns: 7 * i,
-                ..Default::default()
-            })
-            .collect();
+        let recs = numbered(5);
         let bytes = encode(&Frame::Events(recs.clone().into())).unwrap();
         let body_at = bytes.as_ptr() as usize + HEADER_SIZE;
         let Ok(Frame::Events(got)) = decode_owned(bytes) else {
@@ -626,13 +632,7 @@ mod tests {
 
     #[test]
     fn a_frame_built_record_by_record_is_the_encoded_frame() {
-        let recs: Vec<EventRecord> = (1..=3)
-            .map(|i| EventRecord {
-                id: i,
-                start_ns: 10 * i,
-                ..Default::default()
-            })
-            .collect();
+        let recs = numbered(3);
         let mut built = vec![0xAA; HEADER_SIZE];
         for r in &recs {
             built.extend_from_slice(EventRecord::as_bytes(std::slice::from_ref(r)));
