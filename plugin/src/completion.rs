@@ -198,6 +198,23 @@ fn holds_net_plugin(items: &[Item]) -> bool {
         .any(|i| i.raw.kind == EventKind::NetPlugin as u8)
 }
 
+/// Whether a parent waits for a child of kind `k` (counts it in `Open::pending`).
+fn held_by_parent(k: EventKind) -> bool {
+    matches!(
+        k,
+        EventKind::ProxyOp
+            | EventKind::KernelCh
+            | EventKind::Coll
+            | EventKind::P2p
+            | EventKind::CollApi
+            | EventKind::P2pApi
+            | EventKind::KernelLaunch
+            | EventKind::CeColl
+            | EventKind::CeSync
+            | EventKind::CeBatch
+    )
+}
+
 fn is_container(k: EventKind) -> bool {
     matches!(
         k,
@@ -736,21 +753,11 @@ impl<S: Sink> Completion<S> {
             match parent {
                 Some(parent) => {
                     parent.last_activity = ns;
-                    match kind {
-                        EventKind::ProxyOp => {
-                            parent.pending += 1;
+                    if held_by_parent(kind) {
+                        parent.pending += 1;
+                        if kind == EventKind::ProxyOp {
                             parent.unprogressed += 1;
                         }
-                        EventKind::KernelCh
-                        | EventKind::Coll
-                        | EventKind::P2p
-                        | EventKind::CollApi
-                        | EventKind::P2pApi
-                        | EventKind::KernelLaunch
-                        | EventKind::CeColl
-                        | EventKind::CeSync
-                        | EventKind::CeBatch => parent.pending += 1,
-                        _ => {}
                     }
                 }
                 None if parent_is_open_step => {}
@@ -1199,17 +1206,7 @@ impl<S: Sink> Completion<S> {
             // drops) does not: that may be a hang, and its parent must stay in flight.
             if let Some(o) = self.table.remove(&id) {
                 self.dropped[DropReason::Abandoned as usize] += 1;
-                if matches!(
-                    o.rec.kind(),
-                    Some(
-                        EventKind::KernelCh
-                            | EventKind::KernelLaunch
-                            | EventKind::CeSync
-                            | EventKind::CeBatch
-                    )
-                ) {
-                    self.release_parent(&o.rec);
-                }
+                self.release_parent(&o.rec, false);
             }
         }
         for id in lost_stops {
@@ -1233,15 +1230,8 @@ impl<S: Sink> Completion<S> {
                     self.op_left(&o);
                     o.rec.flags |= F_NOT_NETWORK | F_END_UNKNOWN;
                     o.rec.end_ns = 0;
-                    let (parent, flags) = (o.rec.parent, o.rec.flags);
+                    self.release_parent(&o.rec, true);
                     self.emit(o.rec);
-                    if flags & (F_FOREIGN | F_PARENT_UNKNOWN) == 0
-                        && let Some(p) = self.table.get_mut(&parent)
-                    {
-                        p.pending = p.pending.saturating_sub(1);
-                        p.unprogressed = p.unprogressed.saturating_sub(1);
-                        self.dirty.push(parent);
-                    }
                 } else {
                     self.dropped[DropReason::Abandoned as usize] += 1;
                 }
@@ -1250,13 +1240,17 @@ impl<S: Sink> Completion<S> {
     }
 
     /// A child of `rec.parent` left the table without a stop: the parent no longer waits
-    /// for it.
-    fn release_parent(&mut self, rec: &EventRecord) {
-        if rec.flags & (F_FOREIGN | F_PARENT_UNKNOWN) != 0 || rec.parent == 0 {
+    /// for it (nor for its progress, for a ProxyOp that never made any).
+    fn release_parent(&mut self, rec: &EventRecord, unprogressed: bool) {
+        let held = rec.kind().is_some_and(held_by_parent);
+        if !held || rec.flags & (F_FOREIGN | F_PARENT_UNKNOWN) != 0 || rec.parent == 0 {
             return;
         }
         if let Some(p) = self.table.get_mut(&rec.parent) {
             p.pending = p.pending.saturating_sub(1);
+            if unprogressed {
+                p.unprogressed = p.unprogressed.saturating_sub(1);
+            }
             self.dirty.push(rec.parent);
         }
     }
@@ -1276,7 +1270,7 @@ impl<S: Sink> Completion<S> {
         self.op_left(&o);
         o.rec.flags |= F_END_UNKNOWN;
         o.rec.end_ns = 0;
-        self.release_parent(&o.rec);
+        self.release_parent(&o.rec, false);
         self.emit(o.rec);
     }
 
@@ -1465,6 +1459,20 @@ mod tests {
         }
         fn stop(&mut self, kind: EventKind, id: u64) {
             self.push(OP_STOP, kind, id, 0, 0, [0; 4]);
+        }
+        /// A Coll on `channels` channels, started and stopped (enqueued).
+        fn coll(&mut self, channels: u64) -> u64 {
+            let id = self.id(EventKind::Coll);
+            self.push(
+                OP_START,
+                EventKind::Coll,
+                id,
+                0,
+                0,
+                [0, 0, 0, channels << 32],
+            );
+            self.stop(EventKind::Coll, id);
+            id
         }
         fn run(&mut self, c: &mut Completion) -> Vec<EventRecord> {
             c.pass(std::mem::take(&mut self.items).as_slice(), PROXY_ONLY);
@@ -1962,9 +1970,7 @@ mod tests {
         for (signals, done_at_once) in [(none, true), (PROXY_ONLY, false)] {
             let mut c = Completion::new(262_144, 1000, 0.0);
             let mut f = Feed::new();
-            let coll = f.id(EventKind::Coll);
-            f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 4 << 32]);
-            f.stop(EventKind::Coll, coll);
+            f.coll(4);
             let mut out = Vec::new();
             for _ in 0..2 {
                 c.pass(std::mem::take(&mut f.items).as_slice(), signals);
@@ -1993,9 +1999,7 @@ mod tests {
             kernel_ch: false,
             none_after: Some(f.ts + 1_000),
         };
-        let coll = f.id(EventKind::Coll);
-        f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 1 << 32]);
-        f.stop(EventKind::Coll, coll);
+        let coll = f.coll(1);
         let mut out = Vec::new();
         for _ in 0..3 {
             c.pass(std::mem::take(&mut f.items).as_slice(), signals);
@@ -2056,9 +2060,7 @@ mod tests {
         for ring_dropped in [true, false] {
             let mut c = Completion::new(262_144, 1, 0.0); // 1 ms timeout
             let mut f = Feed::new();
-            let coll = f.id(EventKind::Coll);
-            f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 0]);
-            f.stop(EventKind::Coll, coll);
+            let coll = f.coll(0);
             let op = f.id(EventKind::ProxyOp);
             f.push(
                 OP_START,
@@ -2132,9 +2134,7 @@ mod tests {
         let mut c = Completion::new(262_144, 1, 0.0);
         let mut f = Feed::new();
         f.ts = 1_000_000_000;
-        let coll = f.id(EventKind::Coll);
-        f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 1 << 32]); // 1 channel
-        f.stop(EventKind::Coll, coll);
+        let coll = f.coll(1);
         let k = f.id(EventKind::KernelCh);
         f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
         c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
@@ -2162,9 +2162,7 @@ mod tests {
         let mut c = Completion::new(262_144, 1, 0.0);
         let mut f = Feed::new();
         f.ts = 1_000_000_000;
-        let coll = f.id(EventKind::Coll);
-        f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 1 << 32]);
-        f.stop(EventKind::Coll, coll);
+        let coll = f.coll(1);
         let k = f.id(EventKind::KernelCh);
         f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
         let mut out = f.run(&mut c);
