@@ -10,11 +10,8 @@ use std::ffi::{c_int, c_void};
 use std::time::{Duration, Instant};
 
 use common::*;
-use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
 use nccl_profiler_ncclprof::context::{MAX_CONTEXTS, REUSE_AFTER_NS};
 use ncclprof_shared::kind::EventKind;
-
-type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
 
 #[test]
 fn finalized_communicators_slots_come_back_once_drained() {
@@ -27,15 +24,9 @@ fn finalized_communicators_slots_come_back_once_drained() {
         std::env::set_var("NCCLPROF_HISTORY_MS", "200");
     }
     let lib = load();
-    // SAFETY: the symbol is a data object with the v6 table layout.
-    let t: &'static T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
+    let t = v6_table(&lib);
     let mask: *mut c_int = Box::into_raw(Box::new(0));
-    let init = |hash: u64| -> *mut c_void {
-        let mut ctx: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid pointers; commName is a static C string.
-        unsafe { (t.init)(&mut ctx, hash, mask, c"churn".as_ptr(), 1, 2, 0, None) };
-        ctx
-    };
+    let init = |hash: u64| init_comm(t, hash, mask, c"churn", 2, 0);
     // One event per communicator, so that each has records for the drain to read.
     let coll = |ctx: *mut c_void| {
         let mut d = descr(EventKind::Coll, std::ptr::null_mut());

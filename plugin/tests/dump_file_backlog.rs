@@ -7,10 +7,8 @@ mod common;
 
 use std::ffi::{c_int, c_void};
 
-use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
+use nccl_profiler_ncclprof::abi::v6;
 use ncclprof_shared::kind::EventKind;
-
-type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
 
 /// Threads issuing ProxySteps back to back before finalize, and steps per thread: on two
 /// cores the drain thread gets about a fifth of the machine meanwhile, and is left with a
@@ -34,12 +32,9 @@ fn the_dump_is_written_when_finalize_finds_the_drain_behind() {
         std::env::set_var("NCCLPROF_HISTORY_EVENTS", HISTORY.to_string());
     }
     let lib = common::load();
-    // SAFETY: the symbol is the v6 table.
-    let t: &T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
-    let mut ctx: *mut c_void = std::ptr::null_mut();
+    let t = common::v6_table(&lib);
     let mut mask: c_int = 0;
-    // SAFETY: valid out-pointers.
-    unsafe { (t.init)(&mut ctx, 43, &mut mask, c"backlog".as_ptr(), 1, 1, 0, None) };
+    let ctx = common::init_comm(t, 43, &mut mask, c"backlog", 1, 0);
     let ctx_addr = ctx as usize;
     let (start_event, stop_event) = (t.start_event, t.stop_event);
     std::thread::scope(|sc| {

@@ -10,11 +10,9 @@ use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use common::*;
-use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
+use nccl_profiler_ncclprof::abi::v6;
 use ncclprof_shared::kind::EventKind;
 use ncclprof_shared::record::*;
-
-type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
 
 const GROUPS: usize = 2_000;
 
@@ -29,12 +27,9 @@ fn self_send_recv_groups_complete_without_the_timeout() {
         std::env::set_var("NCCLPROF_COMPLETION_TIMEOUT_MS", "600000");
     }
     let lib = load();
-    // SAFETY: the symbol is a data object with the v6 table layout.
-    let t: &'static T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
-    let mut ctx: *mut c_void = std::ptr::null_mut();
+    let t = v6_table(&lib);
     let mask: *mut c_int = Box::into_raw(Box::new(0));
-    // SAFETY: valid pointers; commName is a static C string. Rank 0 of 2.
-    unsafe { (t.init)(&mut ctx, 0x5e1f, mask, c"world".as_ptr(), 1, 2, 0, None) };
+    let ctx = init_comm(t, 0x5e1f, mask, c"world", 2, 0);
     assert!(!ctx.is_null());
     let viewer = TestViewer::attach(&rdv, std::process::id());
 

@@ -10,13 +10,11 @@ use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use common::*;
-use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
+use nccl_profiler_ncclprof::abi::{v4, v6};
 use nccl_profiler_ncclprof::step_phases::SLOTS;
 use ncclprof_shared::kind::{EventKind, state};
 use ncclprof_shared::record::*;
 use ncclprof_shared::wire::DropReason;
-
-type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
 
 /// A handle NCCL holds (a plain integer id), movable to another thread as NCCL does.
 #[derive(Clone, Copy)]
@@ -32,12 +30,9 @@ fn evicted_and_cross_thread_step_states_give_the_same_record() {
         std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
     }
     let lib = load();
-    // SAFETY: the symbol is a data object with the v6 table layout.
-    let t: &'static T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
-    let mut ctx: *mut c_void = std::ptr::null_mut();
+    let t = v6_table(&lib);
     let mask: *mut c_int = Box::into_raw(Box::new(0));
-    // SAFETY: valid pointers; commName is a static C string.
-    unsafe { (t.init)(&mut ctx, 0xbeef, mask, c"world".as_ptr(), 1, 2, 0, None) };
+    let ctx = init_comm(t, 0xbeef, mask, c"world", 2, 0);
     assert!(!ctx.is_null());
     let viewer = TestViewer::attach(&rdv, std::process::id());
 

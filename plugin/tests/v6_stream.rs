@@ -8,12 +8,10 @@ use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use common::*;
-use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
+use nccl_profiler_ncclprof::abi::{v4, v6};
 use ncclprof_shared::kind::{EventKind, state};
 use ncclprof_shared::record::*;
 use ncclprof_shared::wire::{Frame, ViewerMsg};
-
-type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
 
 #[test]
 fn v6_allreduce_reaches_a_viewer_with_true_completion() {
@@ -25,16 +23,13 @@ fn v6_allreduce_reaches_a_viewer_with_true_completion() {
         std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
     }
     let lib = load();
-    // SAFETY: the symbol is a data object with the v6 table layout.
-    let t: &T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
-    let mut ctx: *mut c_void = std::ptr::null_mut();
+    let t = v6_table(&lib);
     // The core's mask int, which the plugin writes later from its own threads: read it with
     // volatile loads (a plain local may be kept in a register once the borrow ends).
     let mask_ptr: *mut c_int = Box::into_raw(Box::new(0));
     // SAFETY: a valid, never freed int.
     let mask = || unsafe { std::ptr::read_volatile(mask_ptr) };
-    // SAFETY: valid pointers; commName is a static C string.
-    unsafe { (t.init)(&mut ctx, 0xfeed, mask_ptr, c"world".as_ptr(), 1, 2, 0, None) };
+    let ctx = init_comm(t, 0xfeed, mask_ptr, c"world", 2, 0);
     assert!(!ctx.is_null());
     assert_eq!(mask(), 0x7fff);
 

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nccl_profiler_ncclprof::abi::v6;
+use std::ffi::{CStr, c_int, c_void};
+
+use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
 use ncclprof_shared::kind::EventKind;
 use ncclprof_shared::link::{self, ProcessEntry};
 use ncclprof_shared::wire::{self, Frame};
@@ -17,6 +19,43 @@ pub fn descr(kind: EventKind, parent: *mut std::ffi::c_void) -> v6::Descr {
     d.type_ = u64::from(kind.bit());
     d.parent_obj = parent;
     d
+}
+
+/// The plugin's v6 function table, as NCCL sees it.
+pub type V6Table = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
+
+/// The loaded plugin's v6 table. The tests keep `lib` loaded to their end, past every use.
+pub fn v6_table(lib: &libloading::Library) -> &'static V6Table {
+    // SAFETY: the symbol is a data object with the v6 table layout; see above for how long
+    // it stays valid.
+    unsafe { &**lib.get::<*const V6Table>(b"ncclProfiler_v6").unwrap() }
+}
+
+/// `init` a communicator: rank `rank` of `nranks` on one node, the core's mask at `mask` (a
+/// valid int for the plugin's life); its context (NULL if not profiled).
+pub fn init_comm(
+    t: &V6Table,
+    comm_hash: u64,
+    mask: *mut c_int,
+    name: &CStr,
+    nranks: c_int,
+    rank: c_int,
+) -> *mut c_void {
+    let mut ctx: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid pointers; `name` is NUL-terminated and outlives the call.
+    unsafe {
+        (t.init)(
+            &mut ctx,
+            comm_hash,
+            mask,
+            name.as_ptr(),
+            1,
+            nranks,
+            rank,
+            None,
+        )
+    };
+    ctx
 }
 
 /// Path of the cdylib built for this test run.
@@ -144,9 +183,6 @@ impl TestViewer {
 /// Coll events, `idle` without NCCL work, then the last finalize, whose dump must hold all
 /// 10, written atomically, with their end flagged unknown (no completion signal).
 pub fn ten_collectives_then_dump(env: &[(&str, &str)], idle: Duration) {
-    use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4};
-    use std::ffi::{c_int, c_void};
-    type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("job");
     // SAFETY: set before the plugin's first init.
@@ -158,12 +194,9 @@ pub fn ten_collectives_then_dump(env: &[(&str, &str)], idle: Duration) {
         }
     }
     let lib = load();
-    // SAFETY: the symbol is the v6 table.
-    let t: &T = unsafe { &**lib.get::<*const T>(b"ncclProfiler_v6").unwrap() };
-    let mut ctx: *mut c_void = std::ptr::null_mut();
+    let t = v6_table(&lib);
     let mut mask: c_int = 0;
-    // SAFETY: valid out-pointers.
-    unsafe { (t.init)(&mut ctx, 42, &mut mask, c"dumpcomm".as_ptr(), 1, 1, 0, None) };
+    let ctx = init_comm(t, 42, &mut mask, c"dumpcomm", 1, 0);
     for i in 0..10u64 {
         // SAFETY: zeroed descriptors are valid; handles come from start_event.
         unsafe {
