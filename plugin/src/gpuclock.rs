@@ -139,9 +139,15 @@ impl GpuClock {
     }
 
     /// The estimated offset `d` at CPU time `t`: the drift-following lower envelope of the
-    /// completed buckets, never above the current bucket's minimum.
+    /// completed buckets, never above the current bucket's minimum when `t` falls in that
+    /// bucket. An older `t` (a kernel's start, converted at its stop) keeps the line: the
+    /// current minimum, under drift, would move it by drift × age (150 µs after a 15 s stall
+    /// at 11 ppm on an H200).
     fn offset_at(&self, t: u64) -> i64 {
-        let cur = self.cur_min.map(|c| c.1);
+        let cur = self
+            .cur_min
+            .filter(|_| t / BUCKET_NS >= self.cur_bucket || self.buckets.is_empty())
+            .map(|c| c.1);
         let line = match self.fit {
             Some((t0, a, b, shift)) => Some((a + b * (t as f64 - t0) + shift).round() as i64),
             None => self.buckets.iter().map(|b| b.1).min(),
@@ -215,6 +221,44 @@ mod tests {
         // Rate given.
         let (early, late) = worst_error(0.1, 0.0, 100e6);
         assert!(early > -20_000 && late < 30_000, "{early} {late}");
+    }
+
+    #[test]
+    fn a_kernel_that_outlasts_a_quiet_spell_is_converted_at_its_own_time() {
+        // Seen on an H200 (real NCCL 2.28, one rank stalled 15 s): %globaltimer ran ~11 ppm
+        // fast against CLOCK_MONOTONIC, and the stalled all-reduce's kernel start was
+        // converted with the offset measured at its stop, 15 s later: 150 µs early, before
+        // its own collective started. Completion observes and converts both ends at the stop.
+        let drift_ppm = 11.0;
+        let offset = 1.79e18;
+        let host0: u64 = 1_000_000_000_000;
+        let gpu = |host: u64| {
+            ((host - host0) as f64 * (1.0 + drift_ppm * 1e-6) + host0 as f64 + offset) as u64
+        };
+        let mut c = GpuClock::new(0.0);
+        let kernel = |c: &mut GpuClock, start: u64, stop: u64, delay: u64| {
+            let (rs, re) = (gpu(start), gpu(stop));
+            c.observe(start + delay, rs);
+            c.observe(stop + delay, re);
+            (
+                c.convert(rs, start + delay) as i64 - start as i64,
+                c.convert(re, stop + delay) as i64 - stop as i64,
+            )
+        };
+        // 2 s of 4.5 ms kernels, reported 10–60 µs late.
+        let mut t = host0;
+        for i in 0..440u64 {
+            kernel(&mut c, t, t + 4_500_000, 10_000 + i * 7919 % 50_000);
+            t += 4_550_000;
+        }
+        // One kernel waits 15 s for a peer; nothing else runs meanwhile.
+        let (start_err, stop_err) = kernel(&mut c, t, t + 15_000_000_000, 20_000);
+        assert!(start_err > -3_000, "start early by {} ns", -start_err);
+        assert!(stop_err > -3_000, "stop early by {} ns", -stop_err);
+        assert!(
+            start_err < 60_000 && stop_err < 60_000,
+            "late: {start_err} / {stop_err} ns"
+        );
     }
 
     #[test]
