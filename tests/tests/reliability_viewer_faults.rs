@@ -187,3 +187,30 @@ fn rank_process_dying_mid_stream_ends_the_stream_and_the_viewer_keeps_its_data()
             .all(|e| e.pid != pid || !e.is_alive())
     );
 }
+
+#[test]
+fn a_second_recorder_names_the_process_another_viewer_holds() {
+    // One viewer per process at a time; a second `record` (seen on a real-NCCL run) said
+    // "recorded 0 processes" and nothing else.
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let rdv = dir.path().join("rdv");
+    let (_job, pid) = job(&rdv);
+    let _first = attach_cleanly(&rdv, pid);
+    let global = ncclprof_tui::cli::Global {
+        max_memory: 64 << 20,
+        no_color: true,
+    };
+    let args = ncclprof_tui::cli::RecordArgs {
+        duration: Duration::from_millis(1500),
+        output: dir.path().join("second.json"),
+        dir: Some(rdv.clone()),
+    };
+    let line = ncclprof_tui::commands::record(&global, args).expect("record writes a snapshot");
+    assert!(
+        line.contains(&format!(
+            "not recorded: 1 process attached to another viewer (pid {pid})"
+        )),
+        "{line}"
+    );
+}

@@ -119,6 +119,17 @@ pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
         a.duration.as_secs_f64(),
         s.path.display()
     );
+    if !st.busy.is_empty() {
+        // One viewer per process at a time: say who was missed, or "0 processes" reads as
+        // "no job" (seen on a real-NCCL run with a second `record` started beside a first).
+        let pids: Vec<String> = st.busy.iter().map(u32::to_string).collect();
+        line.push_str(&format!(
+            "; not recorded: {} process{} attached to another viewer (pid {})",
+            st.busy.len(),
+            if st.busy.len() == 1 { "" } else { "es" },
+            pids.join(", ")
+        ));
+    }
     if let Some(e) = st.errors.last() {
         line.push_str(&format!(" (last error: {e})"));
     }
