@@ -38,6 +38,8 @@ pub fn write(
         captured: counters.captured.clone(),
         completed: counters.completed.clone(),
         dropped: counters.dropped.clone(),
+        // The finalize flush already emitted what was in flight, flagged F_IN_FLIGHT.
+        in_flight: None,
     };
     let lanes = trace::lanes_of(0, records);
     let totals = trace::Totals {

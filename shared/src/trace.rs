@@ -12,7 +12,7 @@ use std::io::{self, Write};
 
 use crate::kind::EventKind;
 use crate::record::EventRecord;
-use crate::wire::{CommInfo, DropReason};
+use crate::wire::{CommInfo, DropReason, InFlight};
 
 /// Format name in `otherData.format`.
 pub const FORMAT: &str = "ncclprof-snapshot";
@@ -47,6 +47,10 @@ pub struct Process {
     pub captured: Vec<u64>,
     pub completed: Vec<u64>,
     pub dropped: Vec<u64>,
+    /// Collectives and p2p ops still running at the latest in-flight summary (a hung job's
+    /// snapshot shows what it hangs on): `otherData` keeps them for `open`, and each is also
+    /// an `InFlight` span, start to `at_ns`, on its rank's lane for Perfetto.
+    pub in_flight: Option<InFlight>,
 }
 
 impl Process {
@@ -277,6 +281,61 @@ fn write_args(out: &mut impl Write, p: &Process, proc: usize, r: &EventRecord) -
     )
 }
 
+/// Each in-flight op as a span from its start to the summary's time, on its rank's lane (a new
+/// lane after the others when that rank has no retained record). No `args.ncclprof`: these
+/// are not records, and `open` restores them from `otherData` instead.
+fn write_in_flight<R>(
+    out: &mut impl Write,
+    procs: &[Process],
+    lanes: &[Lane<R>],
+    sep: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut tpids: std::collections::HashMap<(usize, u32, i32), u64> = lanes
+        .iter()
+        .enumerate()
+        .map(|(i, l)| ((l.proc, l.comm, l.rank), i as u64 + 1))
+        .collect();
+    for (pi, p) in procs.iter().enumerate() {
+        let Some(f) = &p.in_flight else { continue };
+        for o in &f.ops {
+            let next = tpids.len() as u64 + 1;
+            let tpid = *tpids.entry((pi, o.comm, o.rank)).or_insert_with(|| next);
+            if tpid == next {
+                let lane = Lane {
+                    proc: pi,
+                    comm: o.comm,
+                    rank: o.rank,
+                    records: (),
+                };
+                sep(out)?;
+                write!(
+                    out,
+                    "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{tpid},\"tid\":0,\"args\":{{\"name\":{}}}}}",
+                    Js(&lane_title(p, &lane))
+                )?;
+            }
+            let kind = EventKind::from_u8(o.kind).map_or("?", EventKind::name);
+            let func = p.string(o.func);
+            let name = if func.is_empty() { kind } else { func };
+            sep(out)?;
+            write!(
+                out,
+                "{{\"ph\":\"X\",\"name\":{},\"cat\":\"InFlight\",\"pid\":{tpid},\"tid\":{TID_OPS},\"ts\":{},\"dur\":{},\"args\":{{\"InFlight\":true,\"Kind\":\"{kind}\",\"SeqNum\":{},\"AgeUs\":{},\"StepsDone\":{},\"ChannelsDone\":{},\"nChannels\":{},\"Rank\":{}}}}}",
+                Js(&format!("{name} (in flight)")),
+                us(o.start_ns),
+                us(f.at_ns.saturating_sub(o.start_ns)),
+                o.seq,
+                us(f.at_ns.saturating_sub(o.start_ns)),
+                o.steps_done.iter().map(|&s| u64::from(s)).sum::<u64>(),
+                o.channels_done,
+                o.n_channels,
+                o.rank
+            )?;
+        }
+    }
+    Ok(())
+}
+
 fn other_data(procs: &[Process], totals: &Totals) -> serde_json::Value {
     use serde_json::json;
     let ps: Vec<serde_json::Value> = procs
@@ -296,6 +355,14 @@ fn other_data(procs: &[Process], totals: &Totals) -> serde_json::Value {
                 "dropped_reasons": DropReason::ALL.iter().map(|r| r.name()).collect::<Vec<_>>(),
                 "captured": p.captured,
                 "completed": p.completed,
+                "in_flight": p.in_flight.as_ref().map(|f| json!({
+                    "at_ns": f.at_ns, "total": f.total,
+                    "ops": f.ops.iter().map(|o| json!({
+                        "comm": o.comm, "rank": o.rank, "kind": o.kind, "id": o.id, "seq": o.seq,
+                        "func": o.func, "start_ns": o.start_ns, "steps_done": o.steps_done,
+                        "channels_done": o.channels_done, "n_channels": o.n_channels,
+                    })).collect::<Vec<_>>(),
+                })),
             })
         })
         .collect();
@@ -378,6 +445,8 @@ pub fn write<R: Records>(
             Ok(())
         })?;
     }
+    // Not counted in `n`: the count is of records.
+    write_in_flight(out, procs, lanes, &mut sep)?;
     out.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
     serde_json::to_writer(&mut *out, &other_data(procs, totals)).map_err(io::Error::other)?;
     out.write_all(b"}\n")?;

@@ -81,7 +81,8 @@ pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
     let mut st = store(g);
     let mut controls: Vec<ipc_channel::ipc::IpcSender<ncclprof_shared::wire::ViewerMsg>> =
         Vec::new();
-    let end = Instant::now() + a.duration;
+    let began = Instant::now();
+    let end = began + a.duration;
     loop {
         let now = Instant::now();
         if now >= end || crate::term::signalled() {
@@ -102,6 +103,8 @@ pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
         }
     }
+    // What was recorded: Ctrl-C or SIGTERM ends it early.
+    let recorded_for = began.elapsed();
     // Drain what already arrived.
     while let Ok(m) = src.rx.try_recv() {
         ingest::apply(&mut st, m);
@@ -116,7 +119,7 @@ pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
         s.events,
         s.dropped,
         st.evicted,
-        a.duration.as_secs_f64(),
+        recorded_for.as_secs_f64(),
         s.path.display()
     );
     if !st.busy.is_empty() {

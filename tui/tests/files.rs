@@ -93,6 +93,54 @@ fn snapshot_roundtrips_through_open() {
 }
 
 #[test]
+fn a_hung_jobs_snapshot_shows_what_it_hangs_on_in_perfetto_and_in_open() {
+    // A snapshot is what gets sent around at 3 a.m.: it must hold the op a rank is stuck in,
+    // not only what completed.
+    let f = Fixture {
+        hung: Some(2),
+        ..Fixture::default()
+    };
+    let st = store(&f);
+    let before = &st.procs.iter().find(|p| p.pid == 102).unwrap().open_ops;
+    assert_eq!(before.len(), 1);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hung.json");
+    let s = snapshot::write(&st, &path).unwrap();
+    assert_eq!(
+        s.events as usize, st.retained,
+        "in-flight spans are not records"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let evs = v["traceEvents"].as_array().unwrap();
+    let hung: Vec<&Value> = evs.iter().filter(|e| e["cat"] == "InFlight").collect();
+    assert_eq!(hung.len(), 1, "{hung:?}");
+    let h = hung[0];
+    assert_eq!(h["name"], "AllReduce (in flight)");
+    assert_eq!(h["args"]["SeqNum"], f.seqs);
+    assert_eq!(h["args"]["AgeUs"].as_f64().unwrap(), 5_000_000.0);
+    assert_eq!(h["dur"].as_f64().unwrap(), 5_000_000.0);
+    assert_eq!(h["args"]["StepsDone"], 1);
+    assert_eq!(h["args"]["ChannelsDone"], 1);
+    assert!(h["args"].get("ncclprof").is_none());
+    // On rank 2's own lane, beside its completed collectives.
+    let lane = evs
+        .iter()
+        .find(|e| {
+            e["ph"] == "M"
+                && e["name"] == "process_name"
+                && e["args"]["name"].as_str().unwrap().starts_with("rank 2 · ")
+        })
+        .unwrap();
+    assert_eq!(h["pid"], lane["pid"]);
+
+    let mut back = Store::new(1 << 30);
+    open::load(&mut back, &[path]).unwrap();
+    let after = &back.procs.iter().find(|p| p.pid == 102).unwrap().open_ops;
+    assert_eq!(after, before);
+    assert_eq!(records(&back), records(&st));
+}
+
+#[test]
 fn snapshot_failure_is_reported_and_nothing_is_lost() {
     let st = store(&Fixture::default());
     let before = st.retained;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use ncclprof_shared::kind::EventKind;
 use ncclprof_shared::record::{EventRecord, F_END_KNOWN, F_END_UNKNOWN, F_SEND, pack_strings};
-use ncclprof_shared::wire::{CommInfo, Counters, Frame, Meta, PluginHello};
+use ncclprof_shared::wire::{CommInfo, Counters, Frame, InFlight, Meta, OpenOp, PluginHello};
 use serde_json::Value;
 
 use super::ingest::{self, SourceMsg};
@@ -63,11 +63,12 @@ pub fn load(store: &mut Store, paths: &[PathBuf]) -> anyhow::Result<Vec<String>>
     if !dumps.is_empty() {
         dumps_into(&dumps, &mut next_src, &mut |m| ingest::apply(store, m));
     }
+    // What was in flight stays, frozen at its summary's time: a hung job's snapshot shows
+    // the op it hangs on, aged as it was when the snapshot was taken.
     for p in &mut store.procs {
         if p.state == ProcState::Live {
             p.state = ProcState::Offline;
         }
-        p.open_ops.clear();
     }
     Ok(notes)
 }
@@ -620,6 +621,9 @@ fn snapshot_frames(
             completed: arr("completed"),
             ..Default::default()
         })));
+        if let Some(f) = p.get("in_flight").filter(|f| !f.is_null()) {
+            out.push(frame(Frame::InFlight(in_flight_of(f))));
+        }
     }
     let mut recs = doc.events.context("no traceEvents")?;
     let mut n = out.len();
@@ -638,6 +642,39 @@ fn snapshot_frames(
         }
     }
     Ok(n)
+}
+
+/// `otherData.processes[].in_flight` → the summary frame it was written from.
+fn in_flight_of(f: &Value) -> InFlight {
+    let ops = f
+        .get("ops")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|o| OpenOp {
+                    comm: u(o, "comm") as u32,
+                    rank: o.get("rank").and_then(Value::as_i64).unwrap_or(-1) as i32,
+                    kind: u(o, "kind") as u8,
+                    id: u(o, "id"),
+                    seq: u(o, "seq"),
+                    func: u(o, "func") as u16,
+                    start_ns: u(o, "start_ns"),
+                    steps_done: o
+                        .get("steps_done")
+                        .and_then(Value::as_array)
+                        .map(|s| s.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect())
+                        .unwrap_or_default(),
+                    channels_done: u(o, "channels_done") as u32,
+                    n_channels: u(o, "n_channels") as u32,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    InFlight {
+        at_ns: u(f, "at_ns"),
+        total: u(f, "total") as u32,
+        ops,
+    }
 }
 
 /// Quote bare values (`"Stream": 0x7f12`, `"datatype": ncclFloat32`) so the line parses.
