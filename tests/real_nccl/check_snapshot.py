@@ -21,7 +21,13 @@ for p in od["processes"]:
     print(f"  pid {p['pid']} api v{p['api_version']} mask {p['mask_names']} state {p['state']} "
           f"captured {p['captured']} completed {p['completed']} lost {lost or 0} comms {comms}")
 evs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-rec = [e["args"]["ncclprof"] | {"cat": e["cat"], "args": e["args"]} for e in evs]
+rec = [e["args"]["ncclprof"] | {"cat": e["cat"], "args": e["args"]} for e in evs if "ncclprof" in e["args"]]
+hung = sorted((e for e in evs if e["cat"] == "InFlight"), key=lambda e: -e["args"]["AgeUs"])
+for e in hung[:8]:
+    a = e["args"]
+    print(f"  in flight at the snapshot: rank {a['Rank']} {e['name']} seq {a['SeqNum']} for {a['AgeUs'] / 1e6:.2f} s, "
+          f"{a['ChannelsDone']}/{a['nChannels']} channels done, {a['StepsDone']} steps done")
+print(f"  in flight at the snapshot: {len(hung)} ops" + (", oldest 8 above" if len(hung) > 8 else ""))
 by = collections.Counter((r["proc"], r["rank"], r["cat"]) for r in rec)
 for (proc, rank, cat), n in sorted(by.items()):
     print(f"  proc {proc} rank {rank:>2} {cat:<12} {n:>7}")

@@ -5,9 +5,10 @@
 # and KernelCh events with GPU timestamps (%globaltimer). Not part of CI (no GPU there).
 # Usage, after `cargo build --release --workspace`:
 #   bash tests/real_nccl/multirank.sh [BIN_DIR (default target/release)] [OUT_DIR (default real-nccl-out)]
-# 1. A viewer records the whole job: 2 ranks, 200 all-reduces of 1 MiB, 100 send/recv groups.
-# 2. Then rank 1 stalls 15 s before one more all-reduce (a straggler); a second viewer,
-#    started during the stall, records what a user attaching to a hung job sees.
+# 1. A viewer records the job: 2 ranks, 200 all-reduces of 1 MiB, 100 send/recv groups.
+# 2. Then rank 1 stalls 15 s before one more all-reduce (a straggler). The first viewer is
+#    stopped (Ctrl-C) as the stall begins, and a second one attaches during it, as a user
+#    would to a hung job: its snapshot must show rank 0's all-reduce in flight.
 # 3. tests/real_nccl/check_snapshot.py checks both snapshots (counts, drops, clock conversion).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,7 @@ export PYTHONUNBUFFERED=1 NCCLPROF_DIR=$out/rendezvous-mr
 export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_PROFILE_EVENT_MASK=0x7fff
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,PROFILE
 rm -rf "$NCCLPROF_DIR" "$out"/mr-uid.*
-timeout 120 "$bin/ncclprof-tui" record --duration 70s -o "$out/mr-snapshot.json" > "$out/mr-record.log" 2>&1 &
+"$bin/ncclprof-tui" record --duration 100s -o "$out/mr-snapshot.json" > "$out/mr-record.log" 2>&1 &
 rec=$!
 sleep 2
 pids=()
@@ -36,13 +37,13 @@ for _ in $(seq 1 900); do
   kill -0 "${pids[0]}" 2>/dev/null || break
   sleep 0.1
 done
-sleep 3
-timeout 30 "$bin/ncclprof-tui" record --duration 6s -o "$out/mr-stall.json" > "$out/mr-stall.log" 2>&1
+kill -INT $rec; wait $rec; echo "record rc=$?"; cat "$out/mr-record.log"
+sleep 2
+timeout 30 "$bin/ncclprof-tui" record --duration 5s -o "$out/mr-stall.json" > "$out/mr-stall.log" 2>&1
 echo "stall record rc=$?"; cat "$out/mr-stall.log"
 for r in "${!pids[@]}"; do
   wait "${pids[$r]}"; echo "rank $r rc=$?"
   grep -E "RESULT|NCCLPROF|Loaded|NET/|via NET|Channel 00" "$out/mr-rank$r.log" | head -30
 done
-wait $rec; echo "record rc=$?"; cat "$out/mr-record.log"
 python3 "$here/check_snapshot.py" "$out/mr-snapshot.json"
 python3 "$here/check_snapshot.py" "$out/mr-stall.json"
