@@ -4,7 +4,7 @@
 # what a one-rank job never does: ProxyOp, ProxyStep and ProxyCtrl events from the proxy thread
 # and KernelCh events with GPU timestamps (%globaltimer). Not part of CI (no GPU there).
 # Usage, after `cargo build --release --workspace`:
-#   bash tests/real_nccl/multirank.sh [BIN_DIR (default target/release)] [OUT_DIR (default real-nccl-out)]
+#   [WORLD=N (default 2)] bash tests/real_nccl/multirank.sh [BIN_DIR (default target/release)] [OUT_DIR (default real-nccl-out)]
 # 1. A viewer records the job: 2 ranks, 200 all-reduces of 1 MiB, 100 send/recv groups.
 # 2. Then rank 1 stalls 15 s before one more all-reduce (a straggler). The first viewer is
 #    stopped (Ctrl-C) as the stall begins, and a second one attaches during it, as a user
@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:-target/release}" && pwd)
 out=$(mkdir -p "${2:-real-nccl-out}" && cd "${2:-real-nccl-out}" && pwd)
 plugin=$bin/libnccl_profiler_ncclprof.so
-world=2
+world=${WORLD:-2}
 export PYTHONUNBUFFERED=1 NCCLPROF_DIR=$out/rendezvous-mr
 # Loopback only, no InfiniBand: the same transport on any machine with one GPU.
 export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_PROFILE_EVENT_MASK=0x7fff
