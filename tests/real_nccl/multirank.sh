@@ -20,7 +20,9 @@ export PYTHONUNBUFFERED=1 NCCLPROF_DIR=$out/rendezvous-mr
 # Loopback only, no InfiniBand: the same transport on any machine with one GPU.
 export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_PROFILE_EVENT_MASK=0x7fff
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,PROFILE
-rm -rf "$NCCLPROF_DIR" "$out"/mr-uid.*
+# Each rank's own dump of its whole run (the straggler's kernels included), written at finalize.
+export NCCL_PROFILE_DUMP_FILE=$out/mr-dump/rank
+rm -rf "$NCCLPROF_DIR" "$out"/mr-uid.* "$out/mr-dump"; mkdir -p "$out/mr-dump"
 "$bin/ncclprof-tui" record --duration 100s -o "$out/mr-snapshot.json" > "$out/mr-record.log" 2>&1 &
 rec=$!
 sleep 2
@@ -47,3 +49,4 @@ for r in "${!pids[@]}"; do
 done
 python3 "$here/check_snapshot.py" "$out/mr-snapshot.json"
 python3 "$here/check_snapshot.py" "$out/mr-stall.json"
+for d in "$out"/mr-dump/rank.*.json; do python3 "$here/check_snapshot.py" "$d"; done
