@@ -100,9 +100,30 @@ fn a_hung_jobs_snapshot_shows_what_it_hangs_on_in_perfetto_and_in_open() {
         hung: Some(2),
         ..Fixture::default()
     };
-    let st = store(&f);
-    let before = &st.procs.iter().find(|p| p.pid == 102).unwrap().open_ops;
+    let mut st = store(&f);
+    let before = st
+        .procs
+        .iter()
+        .find(|p| p.pid == 102)
+        .unwrap()
+        .open_ops
+        .clone();
     assert_eq!(before.len(), 1);
+    // The summary is up to 250 ms old: one op it lists completed since, and is a record here.
+    let pi = st.procs.iter().position(|p| p.pid == 102).unwrap();
+    let lane = st.lanes.iter().find(|l| l.key.proc == pi).unwrap();
+    let (_, done) = lane.ops.iter().last().unwrap();
+    let mut stale = before[0].clone();
+    (stale.id, stale.start, stale.seq) = (done.id, done.start, done.seq);
+    st.procs[pi].open_ops.push(stale);
+    st.procs[pi].open_total += 1;
+    let row = st
+        .lane_rows(0)
+        .into_iter()
+        .find(|r| r.key.proc == pi)
+        .unwrap();
+    assert_eq!(st.open_ops(0, &row).len(), 1, "the live view drops it too");
+    let before = &before;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("hung.json");
     let s = snapshot::write(&st, &path).unwrap();

@@ -235,6 +235,7 @@ impl Store {
         p.open_ops
             .iter()
             .filter(|o| o.comm == row.key.comm && (o.rank == row.rank || o.rank < 0))
+            .filter(|o| self.still_open(row.key.proc, o))
             .map(|o| {
                 let func = p.string(o.func).to_string();
                 let med = self.peer_median(comm, &func);

@@ -16,7 +16,7 @@ use ncclprof_shared::record::{EventRecord, pack_strings};
 use ncclprof_shared::trace;
 use ncclprof_shared::wire::{CommInfo, InFlight, OpenOp};
 
-use super::store::{Kernel, Lane, Op, Proc, ProcState, ProxyOp, Store};
+use super::store::{Kernel, Lane, Op, ProcState, ProxyOp, Store};
 
 // The format itself (and its writer) lives in `ncclprof_shared::trace`, shared with the plugin's
 // NCCL_PROFILE_DUMP_FILE, so `open` reads both.
@@ -187,7 +187,8 @@ fn processes(store: &Store) -> Vec<trace::Process> {
     store
         .procs
         .iter()
-        .map(|p| trace::Process {
+        .enumerate()
+        .map(|(i, p)| trace::Process {
             src: p.src,
             pid: p.pid,
             host: p.host.clone(),
@@ -234,33 +235,38 @@ fn processes(store: &Store) -> Vec<trace::Process> {
                 .as_ref()
                 .map(|c| c.dropped.clone())
                 .unwrap_or_default(),
-            in_flight: in_flight(p),
+            in_flight: in_flight(store, i),
         })
         .collect()
 }
 
 /// A process's latest in-flight summary, as the wire carried it (steps as one total: the
-/// store keeps no per-channel split). `None` when no summary came or nothing is open.
-fn in_flight(p: &Proc) -> Option<InFlight> {
-    (!p.open_ops.is_empty()).then(|| InFlight {
+/// store keeps no per-channel split), less the ops that completed since. `None` when no
+/// summary came or nothing is open.
+fn in_flight(store: &Store, proc: usize) -> Option<InFlight> {
+    let p = &store.procs[proc];
+    let ops: Vec<OpenOp> = p
+        .open_ops
+        .iter()
+        .filter(|o| store.still_open(proc, o))
+        .map(|o| OpenOp {
+            comm: o.comm,
+            rank: o.rank,
+            kind: o.kind,
+            id: o.id,
+            seq: o.seq,
+            func: o.func,
+            start_ns: o.start,
+            steps_done: vec![u32::try_from(o.steps_done).unwrap_or(u32::MAX)],
+            channels_done: o.channels_done,
+            n_channels: o.n_channels,
+        })
+        .collect();
+    let gone = p.open_ops.len() - ops.len();
+    (!ops.is_empty()).then(|| InFlight {
         at_ns: p.open_at,
-        total: p.open_total,
-        ops: p
-            .open_ops
-            .iter()
-            .map(|o| OpenOp {
-                comm: o.comm,
-                rank: o.rank,
-                kind: o.kind,
-                id: o.id,
-                seq: o.seq,
-                func: o.func,
-                start_ns: o.start,
-                steps_done: vec![u32::try_from(o.steps_done).unwrap_or(u32::MAX)],
-                channels_done: o.channels_done,
-                n_channels: o.n_channels,
-            })
-            .collect(),
+        total: p.open_total.saturating_sub(gone as u32),
+        ops,
     })
 }
 

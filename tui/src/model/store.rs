@@ -1006,6 +1006,30 @@ impl Store {
         self.lane_by_key.get(&key).map(|&i| &self.lanes[i])
     }
 
+    /// Whether an op of process `proc`'s latest in-flight summary has not completed since:
+    /// the summary comes every 250 ms, and an op it lists may already be here as a record
+    /// (same id and start). Such an op is not in flight any more, in a view or a snapshot.
+    pub fn still_open(&self, proc: usize, o: &OpenRow) -> bool {
+        let mut rank = o.rank;
+        if rank < 0
+            && let Some(c) = self.procs.get(proc).and_then(|p| p.comm(o.comm))
+        {
+            rank = c.rank;
+        }
+        let key = LaneKey {
+            proc,
+            comm: o.comm,
+            rank,
+        };
+        let Some(lane) = self.lane(key) else {
+            return true;
+        };
+        !lane
+            .ops
+            .window(o.start, o.start)
+            .any(|(_, op)| op.id == o.id && op.start == o.start)
+    }
+
     /// Record that a communicator rank exists (from Meta).
     pub fn add_member(&mut self, proc: usize, c: &CommSeen) {
         let m = Member {
