@@ -975,8 +975,7 @@ impl<S: Sink> Completion<S> {
                         .or_insert_with(|| GpuClock::new(hz));
                     clock.observe(o.rec.start_ns, o.rec.p[0]);
                     clock.observe(ns, o.rec.p[1]);
-                    let s = clock.convert(o.rec.p[0], o.rec.start_ns);
-                    let e = clock.convert(o.rec.p[1], ns).max(s);
+                    let (s, e) = clock.convert_span(o.rec.p[0], o.rec.start_ns, o.rec.p[1], ns);
                     o.rec.start_ns = s;
                     o.rec.end_ns = e;
                     o.rec.flags |= F_GPU_CONVERTED;
