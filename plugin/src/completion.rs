@@ -259,16 +259,26 @@ fn conn_key(rec: &EventRecord) -> ConnKey {
 
 /// What the ProxyOps of one connection showed. NCCL chains a connection's ops and progresses
 /// them in order: an op appended behind a second of queued work records InProgress a second
-/// later. Such an op, on a connection whose ops progress, is queued, not non-network (which
-/// never progresses): it holds its collective and is never judged by the non-network rule
-/// while an earlier op on its connection is progressing, or within a timeout of its
-/// connection's last progress or stop.
+/// later. Such an op, in line on a connection whose ops progress, is queued, not non-network
+/// (which never progresses): it holds its collective from its start, and is judged by the
+/// non-network rule only once nothing on its connection is progressing and the connection
+/// has been quiet for the timeout. An op that a later op of its connection overtook is not
+/// in that line, and is judged as an op of a connection never seen progressing.
 #[derive(Debug, Default, Clone, Copy)]
 struct Conn {
     /// Its ops that progressed and have not stopped.
     progressing: u32,
     /// Latest InProgress or stop of one of its ops (0: none yet).
     last_activity: u64,
+    /// Start of the newest op that progressed.
+    newest_progressed_start: u64,
+}
+
+impl Conn {
+    /// Whether an unprogressed op that started at `start` waits in this connection's line.
+    fn in_line(&self, start: u64) -> bool {
+        self.last_activity != 0 && self.newest_progressed_start <= start
+    }
 }
 
 /// An open event quiet for this many completion timeouts, whose ring dropped records since
@@ -788,7 +798,15 @@ impl<S: Sink> Completion<S> {
                     parent.last_activity = ns;
                     if held_by_parent(kind) {
                         parent.pending += 1;
-                        if kind == EventKind::ProxyOp {
+                        // In line on a connection seen progressing (see `Conn`): queued from
+                        // its start, holding its collective (a sweep, 100 ms on, came after
+                        // a multi-channel collective had completed without it).
+                        if kind == EventKind::ProxyOp
+                            && !self
+                                .conns
+                                .get(&conn_key(&o.rec))
+                                .is_some_and(|c| c.in_line(o.rec.start_ns))
+                        {
                             parent.unprogressed += 1;
                             o.counted_unprogressed = true;
                         }
@@ -896,10 +914,12 @@ impl<S: Sink> Completion<S> {
         }
         if progressed_now {
             let (parent, flags, key) = (o.rec.parent, o.rec.flags, conn_key(&o.rec));
+            let started = o.rec.start_ns;
             let counted = std::mem::take(&mut o.counted_unprogressed);
             let conn = self.conns.entry(key).or_default();
             conn.progressing += 1;
             conn.last_activity = ns;
+            conn.newest_progressed_start = conn.newest_progressed_start.max(started);
             if flags & F_FOREIGN == 0
                 && let Some(p) = self.table.get_mut(&parent)
             {
@@ -1227,14 +1247,21 @@ impl<S: Sink> Completion<S> {
                     .get(&conn_key(&o.rec))
                     .copied()
                     .unwrap_or_default();
-                if conn.last_activity != 0 && o.counted_unprogressed {
+                let in_line = conn.in_line(o.rec.start_ns);
+                if in_line && o.counted_unprogressed {
                     queued.push(id);
                 }
-                let quiet_since = o.rec.start_ns.max(conn.last_activity);
-                if conn.progressing == 0
-                    && (!self.table.contains_key(&o.rec.parent)
-                        || now.saturating_sub(quiet_since) > self.timeout_ns)
-                {
+                let judged = if in_line {
+                    // Whether or not its parent is here (a PXN op, a dropped collective): a
+                    // sweep between one op's stop and the next one's InProgress is no sign.
+                    conn.progressing == 0
+                        && now.saturating_sub(o.rec.start_ns.max(conn.last_activity))
+                            > self.timeout_ns
+                } else {
+                    !self.table.contains_key(&o.rec.parent)
+                        || now.saturating_sub(o.rec.start_ns) > self.timeout_ns
+                };
+                if judged {
                     // Non-network only if a whole sweep period went by without InProgress:
                     // an op read just before this sweep may have its InProgress in the next
                     // pass (one whose parent is not here, a PXN op or one whose collective
@@ -1629,6 +1656,137 @@ mod tests {
         assert_eq!(ca.flags & F_END_UNKNOWN, 0);
     }
 
+    /// A ProxyOp on `channel` to `peer` (send or receive) under `parent`.
+    fn op_on(f: &mut Feed, parent: u64, channel: u64, send: bool, peer: u64) -> u64 {
+        let op = f.id(EventKind::ProxyOp);
+        let w = [0, channel | (u64::from(send) << 8) | (peer << 32), 8, 0];
+        f.push(OP_START, EventKind::ProxyOp, op, parent, 0, w);
+        op
+    }
+
+    fn in_progress(f: &mut Feed, op: u64) {
+        let s = st::PROXY_OP_IN_PROGRESS as u8;
+        f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+    }
+
+    /// (From a review.) A collective on 2 channels whose channel-0 op runs at once while its
+    /// channel-1 op waits behind a busy line: the queued op holds it from its start. Marked
+    /// only at a sweep (every 100 ms), the collective was completed by the quiet-pass rule
+    /// first, with channel 0's end.
+    #[test]
+    fn a_multi_channel_collective_waits_for_its_queued_op_before_any_sweep() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        f.ts = 200_000_000;
+        let coll_a = f.coll(1);
+        let op_a = op_on(&mut f, coll_a, 1, true, 1);
+        in_progress(&mut f, op_a);
+        let mut out = f.run(&mut c); // (a sweep here: nothing queued yet)
+        let coll_b = f.coll(2);
+        let op_b0 = op_on(&mut f, coll_b, 0, true, 1);
+        let op_b1 = op_on(&mut f, coll_b, 1, true, 1); // behind op A
+        in_progress(&mut f, op_b0);
+        let st0 = f.step_start(op_b0, 0);
+        f.step_end(st0);
+        f.stop(EventKind::ProxyOp, op_b0);
+        for _ in 0..5 {
+            f.ts += 1_000_000; // passes 1 ms apart, no sweep
+            out.extend(f.run(&mut c));
+        }
+        for i in 1..=5u64 {
+            f.ts += 100_000_000; // op A moves for 0.5 s
+            let s = f.step_start(op_a, i);
+            f.step_end(s);
+            out.extend(f.run(&mut c));
+        }
+        f.stop(EventKind::ProxyOp, op_a);
+        in_progress(&mut f, op_b1);
+        let s = f.step_start(op_b1, 0);
+        f.step_end(s);
+        f.stop(EventKind::ProxyOp, op_b1);
+        let b1_stop = f.ts;
+        for _ in 0..3 {
+            out.extend(f.run(&mut c));
+            f.ts += 1_000;
+        }
+        let cb = out.iter().find(|r| r.id == coll_b).expect("coll B");
+        assert_eq!(cb.end_ns, b1_stop, "ended with its channel-0 op");
+        assert_eq!(cb.flags & F_END_UNKNOWN, 0);
+    }
+
+    /// (From a review.) Foreign (PXN) ops in line: their parent is not here, and sweeps that
+    /// fall between one op's stop and the next one's InProgress are no sign of a
+    /// non-network op; twice, they took the last op for one.
+    #[test]
+    fn a_foreign_op_in_line_is_not_judged_at_hand_overs() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        f.ts = 200_000_000;
+        let foreign = |f: &mut Feed| {
+            let op = op_on(f, 0xdead_0000, 1, true, 1);
+            f.items.last_mut().unwrap().raw.flags |= RF_FOREIGN;
+            op
+        };
+        let a = foreign(&mut f);
+        let b = foreign(&mut f);
+        let x = foreign(&mut f);
+        in_progress(&mut f, a);
+        let mut out = f.run(&mut c);
+        for (op, next) in [(a, b), (b, x)] {
+            f.ts += 150_000_000;
+            let s = f.step_start(op, 0);
+            f.step_end(s);
+            f.stop(EventKind::ProxyOp, op);
+            out.extend(f.run(&mut c)); // a sweep sees the hand-over
+            in_progress(&mut f, next);
+        }
+        let s = f.step_start(x, 0);
+        f.step_end(s);
+        f.stop(EventKind::ProxyOp, x);
+        out.extend(f.run(&mut c));
+        let xr = out.iter().find(|r| r.id == x).expect("x");
+        assert_eq!(
+            xr.flags & F_NOT_NETWORK,
+            0,
+            "x judged non-network while in line"
+        );
+        assert_eq!(c.dropped[DropReason::UnknownHandle as usize], 0);
+    }
+
+    /// (From a review.) An op that never progresses on the key of a busy network line (not
+    /// seen with NCCL, whose non-network transports do not share a peer's key with the
+    /// network) is not in that line once a later op of the key has progressed: judged
+    /// non-network after the timeout, its collective released, not held while the line
+    /// stays busy.
+    #[test]
+    fn an_op_overtaken_in_its_line_is_judged_as_usual() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        f.ts = 200_000_000;
+        let coll_r = f.coll(1);
+        let mut prev = op_on(&mut f, coll_r, 1, false, 1);
+        in_progress(&mut f, prev);
+        let mut out = f.run(&mut c);
+        let coll_x = f.coll(1);
+        let nn = op_on(&mut f, coll_x, 1, false, 1); // never progresses, never stops
+        out.extend(f.run(&mut c));
+        for _ in 0..30 {
+            f.ts += 100_000_000; // receives keep the line busy for 3 s, overlapping
+            let coll = f.coll(1);
+            let op = op_on(&mut f, coll, 1, false, 1);
+            in_progress(&mut f, op);
+            f.stop(EventKind::ProxyOp, prev);
+            prev = op;
+            out.extend(f.run(&mut c));
+        }
+        let r = out.iter().find(|r| r.id == nn).expect("the op, reported");
+        assert_ne!(r.flags & F_NOT_NETWORK, 0);
+        assert!(
+            out.iter().any(|r| r.id == coll_x),
+            "its collective still held"
+        );
+    }
+
     /// A sweep between a ProxyOp's start and its InProgress (read a pass later) does not take
     /// it for a non-network op, even with no parent here (PXN, a dropped collective); a second
     /// sweep with still no progress does.
@@ -1660,7 +1818,9 @@ mod tests {
         let op_rec = out.iter().find(|r| r.id == op).expect("the op");
         assert_eq!(op_rec.flags & F_NOT_NETWORK, 0);
         assert!(out.iter().any(|r| r.id == step && r.parent == op));
-        // An op that never progresses is reported as non-network at the second sweep.
+        // An op that never progresses is reported as non-network at the second sweep (on a
+        // channel of its own: one in line behind the op above waits for its connection to
+        // go quiet, see `Conn`).
         let idle = f.id(EventKind::ProxyOp);
         f.push(
             OP_START,
@@ -1668,7 +1828,7 @@ mod tests {
             idle,
             0,
             0,
-            [0, 1 | (1 << 8), 8, 0],
+            [0, 2 | (1 << 8), 8, 0],
         );
         c.pass(std::mem::take(&mut f.items).as_slice(), PROXY_ONLY);
         c.end_pass(400_000_000);

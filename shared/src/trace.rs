@@ -298,13 +298,19 @@ fn write_in_flight<R>(
     for (pi, p) in procs.iter().enumerate() {
         let Some(f) = &p.in_flight else { continue };
         for o in &f.ops {
+            // An op with no rank is its communicator's rank's, as records are (the viewer's
+            // lane key): not a lane of its own.
+            let rank = match p.comm(o.comm) {
+                Some(c) if o.rank < 0 => c.rank,
+                _ => o.rank,
+            };
             let next = tpids.len() as u64 + 1;
-            let tpid = *tpids.entry((pi, o.comm, o.rank)).or_insert_with(|| next);
+            let tpid = *tpids.entry((pi, o.comm, rank)).or_insert_with(|| next);
             if tpid == next {
                 let lane = Lane {
                     proc: pi,
                     comm: o.comm,
-                    rank: o.rank,
+                    rank,
                     records: (),
                 };
                 sep(out)?;
@@ -329,7 +335,7 @@ fn write_in_flight<R>(
                 o.steps_done.iter().map(|&s| u64::from(s)).sum::<u64>(),
                 o.channels_done,
                 o.n_channels,
-                o.rank
+                rank
             )?;
         }
     }
@@ -569,5 +575,77 @@ mod tests {
         let m = evs.iter().find(|e| e["name"] == "process_name").unwrap();
         assert_eq!(m["args"]["name"], "rank 3 · comm world · h\"q · pid 42");
         assert_eq!(v["otherData"]["format"], FORMAT);
+    }
+
+    /// (From a review.) In-flight spans keep the JSON valid and every span on a named trace
+    /// process, whatever the lanes: none, the op's own, another process's, or a lane whose
+    /// process is not in the list; with empty, unknown and odd function names.
+    #[test]
+    fn in_flight_spans_in_odd_cases() {
+        let op = |comm: u32, rank: i32, func: u16, start: u64| crate::wire::OpenOp {
+            comm,
+            rank,
+            kind: EventKind::Coll as u8,
+            id: 1,
+            seq: 2,
+            func,
+            start_ns: start,
+            steps_done: vec![],
+            channels_done: 0,
+            n_channels: 0,
+        };
+        let flight = |ops| {
+            Some(InFlight {
+                at_ns: 5_000,
+                total: 9,
+                ops,
+            })
+        };
+        let procs = vec![
+            Process {
+                strings: vec![String::new(), "Ro\"u\\nd\n".into()],
+                in_flight: flight(vec![
+                    op(0, 2, 0, 1_000),
+                    op(0, 2, 1, 9_000),
+                    op(u32::MAX, -1, 77, 0),
+                    op(3, 1, 1, u64::MAX),
+                ]),
+                ..Default::default()
+            },
+            Process {
+                in_flight: flight(vec![op(0, 2, 0, 1_000)]),
+                ..Default::default()
+            },
+            Process::default(),
+        ];
+        let rec = EventRecord {
+            kind: EventKind::Coll as u8,
+            rank: 2,
+            ..Default::default()
+        };
+        for lanes in [
+            Vec::<Lane>::new(),
+            lanes_of(0, &[rec]),
+            lanes_of(1, &[rec]),
+            lanes_of(7, &[rec]),
+        ] {
+            let mut out = Vec::new();
+            write(&mut out, &procs, &lanes, &Totals::default()).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+            let ev = v["traceEvents"].as_array().unwrap();
+            let mut pids: Vec<u64> = ev
+                .iter()
+                .filter(|e| e["name"] == "process_name")
+                .map(|e| e["pid"].as_u64().unwrap())
+                .collect();
+            pids.sort_unstable();
+            let n = pids.len();
+            pids.dedup();
+            assert_eq!(n, pids.len(), "a trace pid named twice");
+            for e in ev.iter().filter(|e| e["ph"] == "X") {
+                let pid = e["pid"].as_u64().unwrap();
+                assert!(pids.contains(&pid), "span on an unnamed pid {pid}");
+            }
+        }
     }
 }
