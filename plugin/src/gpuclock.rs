@@ -4,7 +4,9 @@
 //! `d = cpu_ns_at_callback − gpu_time` is never below the true offset. The running minimum of
 //! `d` (a lower envelope) converts without ever being early; to follow drift between the two
 //! clocks the minima of 100 ms buckets over the last 5 s are fitted with a line, shifted down
-//! so no bucket minimum lies below it. RCCL's timer counts device ticks, not ns: the rate is
+//! so no bucket minimum lies below it. Callbacks arrive out of order (completion observes a
+//! kernel's start at its stop), so each sample goes to the bucket of its own time; the slope
+//! is fitted once the buckets span a second, and bounded by [`DRIFT_BOUND`]. RCCL's timer counts device ticks, not ns: the rate is
 //! `NCCLPROF_GPU_TIMER_HZ` if given, ns if the values look like epoch nanoseconds (NVIDIA's
 //! `%globaltimer`), else estimated from callback time against ticks over ≥ 50 ms.
 
@@ -14,22 +16,40 @@ const BUCKET_NS: u64 = 100_000_000;
 /// The most the GPU timer and `CLOCK_MONOTONIC` are taken to drift apart, relative: 11 ppm
 /// was measured on an H200 (spec §4.10); clock crystals are specified to tens of ppm.
 const DRIFT_BOUND: f64 = 50e-6;
+/// The same bound where the timer's rate was estimated from callbacks (RCCL without
+/// `NCCLPROF_GPU_TIMER_HZ`): the line also absorbs the estimate's error, up to 1 %.
+const ESTIMATED_RATE_BOUND: f64 = 1e-2;
 const BUCKETS: usize = 50;
+/// The buckets must span this long before a slope is fitted: over a few hundred ms the
+/// minima's scatter (tens of µs) swamps any real drift.
+const FIT_SPAN_NS: u64 = 1_000_000_000;
+
+/// The lowest `d` seen in one 100 ms bucket of callback time.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    /// `cpu_ns / BUCKET_NS`.
+    index: u64,
+    /// Callback time of the lowest sample.
+    at: u64,
+    min: i64,
+}
 
 #[derive(Debug, Clone)]
 pub struct GpuClock {
     /// ns per GPU tick, once known.
     scale: Option<f64>,
     forced: bool,
+    /// The rate was estimated from callbacks (see [`ESTIMATED_RATE_BOUND`]).
+    estimated: bool,
     /// Anchor for precision: the first raw value and CPU time seen.
     raw0: u64,
     cpu0: u64,
     started: bool,
-    /// Completed buckets: (bucket time, min d).
-    buckets: VecDeque<(u64, i64)>,
-    cur_bucket: u64,
-    cur_min: Option<(u64, i64)>,
-    /// Fit over the completed buckets: (t0, a, b, shift), refreshed when a bucket closes.
+    /// The last [`BUCKETS`] buckets that saw a callback, by index, oldest first; the newest is
+    /// the current one.
+    buckets: VecDeque<Bucket>,
+    /// Fit over the buckets but the current one: (t0, a, b, shift), refreshed when one of
+    /// them changes (a bucket closes, or a late sample lowers an older bucket).
     fit: Option<(f64, f64, f64, f64)>,
 }
 
@@ -39,12 +59,11 @@ impl GpuClock {
         GpuClock {
             scale: forced.then(|| 1e9 / gpu_timer_hz),
             forced,
+            estimated: false,
             raw0: 0,
             cpu0: 0,
             started: false,
             buckets: VecDeque::new(),
-            cur_bucket: 0,
-            cur_min: None,
             fit: None,
         }
     }
@@ -88,57 +107,103 @@ impl GpuClock {
                 slope
             };
             self.scale = Some(s);
+            self.estimated = s != 1.0;
             // The provisional (1.0) envelope is meaningless under the real scale.
             self.buckets.clear();
-            self.cur_min = None;
             self.fit = None;
         }
         let d = cpu_ns as i64 - self.cpu0 as i64 - self.rel(raw);
-        let b = cpu_ns / BUCKET_NS;
-        if b != self.cur_bucket {
-            if let Some(m) = self.cur_min.take() {
-                self.buckets.push_back(m);
+        let index = cpu_ns / BUCKET_NS;
+        let sample = Bucket {
+            index,
+            at: cpu_ns,
+            min: d,
+        };
+        // The bucket of the sample's own time. (A start observed at its stop went to the
+        // current bucket, or reopened an older one as a new entry: two near points of very
+        // different minima, a slope of −50 % and conversions 42 ms early on an H200.)
+        let newest = self.buckets.back().map_or(0, |b| b.index);
+        if self.buckets.is_empty() || index > newest {
+            self.buckets.push_back(sample);
+            // The last 50 buckets that saw a callback, however far apart: after a quiet
+            // spell (a 15 s stall) the line still reaches back to a kernel's start.
+            if self.buckets.len() > BUCKETS {
+                self.buckets.pop_front();
+            }
+            self.fit = Self::fit(&self.buckets, self.drift_bound());
+            return;
+        }
+        let pos = self.buckets.partition_point(|b| b.index < index);
+        let full = self.buckets.len() == BUCKETS;
+        match self.buckets.get_mut(pos) {
+            Some(b) if b.index == index => {
+                if d < b.min {
+                    (b.min, b.at) = (d, cpu_ns);
+                    if pos + 1 < self.buckets.len() {
+                        self.fit = Self::fit(&self.buckets, self.drift_bound());
+                    }
+                }
+            }
+            _ if pos == 0 && full => {} // older than all kept
+            _ => {
+                self.buckets.insert(pos, sample);
                 if self.buckets.len() > BUCKETS {
                     self.buckets.pop_front();
                 }
-                self.fit = Self::fit(&self.buckets);
+                self.fit = Self::fit(&self.buckets, self.drift_bound());
             }
-            self.cur_bucket = b;
-        }
-        match self.cur_min {
-            Some((_, m)) if m <= d => {}
-            _ => self.cur_min = Some((cpu_ns, d)),
         }
     }
 
-    /// Least-squares line through the bucket minima, shifted down so none lies below it.
-    fn fit(pts: &VecDeque<(u64, i64)>) -> Option<(f64, f64, f64, f64)> {
-        if pts.len() < 2 {
+    /// The line under the minima of the buckets but the current one that lies closest to
+    /// them: the lower convex hull's edge over their mean time, its slope within
+    /// [`DRIFT_BOUND`], lowered to touch the lowest point. A bucket whose callbacks were all
+    /// late (its minimum milliseconds high: the first kernels' start callbacks on an H200)
+    /// is above the hull and moves nothing; a least-squares line through the minima took its
+    /// slope from such a bucket, and conversions came out 100–150 µs early. `None` until
+    /// those buckets span [`FIT_SPAN_NS`].
+    fn fit(buckets: &VecDeque<Bucket>, bound: f64) -> Option<(f64, f64, f64, f64)> {
+        let n = buckets.len().checked_sub(1)?;
+        let (first, last) = (buckets.front()?.at, buckets.get(n.checked_sub(1)?)?.at);
+        if n < 2 || last.saturating_sub(first) < FIT_SPAN_NS {
             return None;
         }
-        let t0 = pts[0].0 as f64;
-        let (mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0);
-        for &(x, y) in pts {
-            let x = x as f64 - t0;
-            let y = y as f64;
-            sx += x;
-            sy += y;
-            sxx += x * x;
-            sxy += x * y;
+        let t0 = first as f64;
+        // Buckets are in time order, so their points are sorted by x (a monotone chain).
+        let mut hull = [(0.0f64, 0.0f64); BUCKETS];
+        let mut h = 0;
+        let mut mean_x = 0.0;
+        for b in buckets.iter().take(n) {
+            let p = (b.at as f64 - t0, b.min as f64);
+            mean_x += p.0 / n as f64;
+            while h >= 2 {
+                let (o, a) = (hull[h - 2], hull[h - 1]);
+                // Not a left turn o → a → p: `a` is on or above the chord.
+                if (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0) <= 0.0 {
+                    h -= 1;
+                } else {
+                    break;
+                }
+            }
+            hull[h] = p;
+            h += 1;
         }
-        let nf = pts.len() as f64;
-        let den = nf * sxx - sx * sx;
-        let b = if den.abs() < 1e-9 {
-            0.0
-        } else {
-            (nf * sxy - sx * sy) / den
-        };
-        let a = (sy - b * sx) / nf;
-        let shift = pts
+        let edge = hull[..h].windows(2).find(|w| w[1].0 >= mean_x);
+        let slope = edge.map_or(0.0, |w| {
+            let dx = w[1].0 - w[0].0;
+            if dx > 0.0 {
+                (w[1].1 - w[0].1) / dx
+            } else {
+                0.0
+            }
+        });
+        let b = slope.clamp(-bound, bound);
+        let a = buckets
             .iter()
-            .map(|&(x, y)| y as f64 - (a + b * (x as f64 - t0)))
+            .take(n)
+            .map(|k| k.min as f64 - b * (k.at as f64 - t0))
             .fold(f64::INFINITY, f64::min);
-        Some((t0, a, b, shift.min(0.0)))
+        Some((t0, a, b, 0.0))
     }
 
     /// The estimated offset `d` at CPU time `t`: the drift-following lower envelope of the
@@ -147,13 +212,20 @@ impl GpuClock {
     /// current minimum, under drift, would move it by drift × age (150 µs after a 15 s stall
     /// at 11 ppm on an H200).
     fn offset_at(&self, t: u64) -> i64 {
+        let n = self.buckets.len();
         let cur = self
-            .cur_min
-            .filter(|_| t / BUCKET_NS >= self.cur_bucket || self.buckets.is_empty())
-            .map(|c| c.1);
+            .buckets
+            .back()
+            .filter(|c| t / BUCKET_NS >= c.index || n == 1)
+            .map(|c| c.min);
         let line = match self.fit {
             Some((t0, a, b, shift)) => Some((a + b * (t as f64 - t0) + shift).round() as i64),
-            None => self.buckets.iter().map(|b| b.1).min(),
+            None => self
+                .buckets
+                .iter()
+                .take(n.saturating_sub(1))
+                .map(|b| b.min)
+                .min(),
         };
         match (line, cur) {
             (Some(l), Some(c)) => l.min(c),
@@ -201,9 +273,18 @@ impl GpuClock {
         // settled yet), except for what drift explains: a kernel lasts at least
         // `dur × (1 − DRIFT_BOUND)` on the host clock. Move the start back by the rest, then
         // end at the GPU length or the callback, whichever is first.
-        let shortest = dur - (dur as f64 * DRIFT_BOUND) as u64;
+        let shortest = dur - (dur as f64 * self.drift_bound()) as u64;
         let s = s.min(cpu_stop.saturating_sub(shortest));
         (s, s.saturating_add(dur).min(cpu_stop))
+    }
+
+    /// How far apart the two clocks' rates may be taken to be.
+    fn drift_bound(&self) -> f64 {
+        if self.estimated {
+            ESTIMATED_RATE_BOUND
+        } else {
+            DRIFT_BOUND
+        }
     }
 
     /// ns per tick in use (1.0 = the timer counts ns).
@@ -326,6 +407,43 @@ mod tests {
             worst = worst.max(off * 1_000_000 / (re - rs) as i64);
         }
         assert!(worst <= 50, "duration off by {worst} ppm");
+    }
+
+    #[test]
+    fn late_first_callbacks_do_not_tilt_the_line() {
+        // As a 3-rank job on an H200 began: the first kernel's start callbacks came 4.7 ms
+        // late, just before a bucket boundary, its stop callbacks on time in the next bucket;
+        // then a 13 ms kernel every 27 ms, callbacks 5–60 µs late, 5 ppm drift. Out-of-order
+        // samples reopened old buckets as new points, and a least-squares line took its
+        // slope from the late bucket: conversions up to 42 ms early, then 100–150 µs.
+        let drift = -5e-6;
+        let host0: u64 = 34_395_000_000;
+        let gpu = |host: u64| {
+            (host as i64 + 1_790_000_000_000_000_000 + ((host - host0) as f64 * drift) as i64)
+                as u64
+        };
+        let mut c = GpuClock::new(0.0);
+        let (mut early, mut late) = (0i64, 0i64);
+        for i in 0..300u64 {
+            let start = host0 + i * 27_000_000;
+            let stop = start + 13_000_000;
+            let d0 = if i == 0 {
+                4_700_000
+            } else {
+                5_000 + i * 7_919 % 55_000
+            };
+            let d1 = 5_000 + i * 6_007 % 55_000;
+            let (rs, re) = (gpu(start), gpu(stop));
+            c.observe(start + d0, rs);
+            c.observe(stop + d1, re);
+            let (s, e) = c.convert_span(rs, start + d0, re, stop + d1);
+            early = early
+                .min(s as i64 - start as i64)
+                .min(e as i64 - stop as i64);
+            late = late.max(s as i64 - start as i64);
+        }
+        assert!(early > -5_000, "early by {} µs", -early / 1000);
+        assert!(late < 100_000, "late by {} µs", late / 1000);
     }
 
     #[test]
