@@ -56,6 +56,59 @@ fn timeline_hung_op_flagged() {
     insta::assert_snapshot!("timeline_hung", t.backend());
 }
 
+/// 20 all-reduces enqueued at once and run one after the other, 10 ms each (PyTorch enqueues
+/// ahead; a real 3-rank job looked like this): the timeline shows the rank running through
+/// the whole 200 ms, and the stats time each by its run, not its wait. Drawn by start, one
+/// per cell, all but the first vanished; timed from their start, they read 100 ms each.
+#[test]
+fn queued_ops_show_where_they_ran_and_are_timed_by_their_run() {
+    use ncclprof_shared::kind::EventKind;
+    use ncclprof_shared::record::{EventRecord, F_END_KNOWN, pack_strings};
+    let mut st = ncclprof_tui::model::store::Store::new(1 << 30);
+    for fr in frames(&Fixture::default(), 0) {
+        let bytes = ncclprof_shared::wire::encode(&fr).expect("encode");
+        ncclprof_tui::model::ingest::apply_bytes(&mut st, 1, 100, &bytes);
+    }
+    let t = T0 + 1_000 * MS;
+    for i in 0..20u64 {
+        let r = EventRecord {
+            id: 50_000 + i,
+            start_ns: t,
+            end_ns: t + (i + 1) * 10 * MS,
+            comm: 0,
+            rank: 0,
+            kind: EventKind::Coll as u8,
+            sub: 2,
+            flags: F_END_KNOWN,
+            p: [
+                100 + i,
+                1 << 12,
+                pack_strings([ALLREDUCE, FLOAT32, RING, SIMPLE]),
+                t + 1_000,
+                8,
+                t + i * 10 * MS + 1,
+            ],
+            ..Default::default()
+        };
+        ncclprof_tui::model::ingest::ingest_record(&mut st, 0, &r);
+    }
+    let mut app = App::new(st, true, String::new());
+    app.on_data();
+    app.tl.span = 400 * MS;
+    app.tl.end = t + 300 * MS;
+    let text = format!("{}", render(&app, 100, 12).backend());
+    let row = text
+        .lines()
+        .find(|l| l.contains(" r0 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    // The 200 ms of runs are half of the 400 ms window: about 43 of the 86 cells.
+    let running = row.matches('█').count();
+    assert!(running >= 40, "{running} cells running:\n{text}");
+    let (rows, _) = ncclprof_tui::ui::views::stats::rows_sampled(&app);
+    let r = rows.iter().find(|r| r.count == 20).expect("the 20 ops");
+    assert!(r.p50 > 9 * MS && r.p50 <= 10 * MS, "p50 {} ms", r.p50 / MS);
+}
+
 #[test]
 fn timeline_many_ranks_80x24() {
     let f = Fixture {

@@ -10,6 +10,7 @@ use ratatui::style::Style;
 
 use crate::app::App;
 use crate::model::query::LaneRow;
+use crate::model::store::Op;
 use crate::model::units;
 use crate::ui::put;
 use crate::ui::theme::Theme;
@@ -224,17 +225,20 @@ fn row(
 ) {
     let Some(lane) = r.lane else { return };
     let s = &app.store;
-    let mut ops = s.ops_sampled(lane, from, from + span, cell);
-    // The selected op is always drawn (last, on top).
-    if let Some(k) = app.tl.selected.filter(|k| k.lane == lane)
-        && let Some(o) = s.op(k)
-    {
-        ops.push(o);
-    }
-    for o in ops {
-        let func = s.func_of(lane, &o);
+    // Every op while they are few, one per cell by start beyond that. A burst of ops enqueued
+    // together starts in one cell and runs over many: sampled by start, all but the first
+    // vanished from the row.
+    let many = s.lanes[lane].ops.count_in(from, from + span) > 8 * usize::from(tw.max(1));
+    let selected = app.tl.selected.filter(|k| k.lane == lane);
+    // Each cell once: running if any op ran there, else waiting if any op waited there, in
+    // the colour of the last op that did (the selected op's on top). Ops queued together
+    // overlap, and drawn one after the other each one's wait covered the runs before it; and
+    // a cell is written once, not once per op over it.
+    let mut cells: Vec<Option<(bool, Style)>> = vec![None; usize::from(tw)];
+    let mut mark = |o: &Op, on_top: bool| {
+        let func = s.func_of(lane, o);
         if !app.passes(func) {
-            continue;
+            return;
         }
         let a = col(o.start, from, span, tw);
         let e = col(o.end, from, span, tw).max(a + 1).min(tw);
@@ -246,24 +250,50 @@ fn row(
             o.start
         };
         let m = col(exec.clamp(o.start, o.end.max(o.start)), from, span, tw).clamp(a, e);
-        let mut st = th.func(func);
-        let selected = app
-            .tl
-            .selected
-            .is_some_and(|k| k.lane == lane && k.id == o.id && k.start == o.start);
-        if selected {
-            st = st.patch(th.selected());
+        let st = if on_top {
+            th.func(func).patch(th.selected())
+        } else {
+            th.func(func)
+        };
+        for cell in &mut cells[usize::from(a)..usize::from(m)] {
+            if on_top || !matches!(cell, Some((true, _))) {
+                *cell = Some((false, st));
+            }
         }
-        for c in a..e {
-            let g = if c < m { "─" } else { "█" };
-            buf.set_string(x0 + c, y, g, st);
+        for cell in &mut cells[usize::from(m)..usize::from(e)] {
+            *cell = Some((true, st));
         }
-        if o.kind == ncclprof_shared::kind::EventKind::Coll as u8
-            && strag.get(&o.seq).is_some_and(|x| x.rank == r.rank)
-            && a < tw
-        {
-            buf.set_string(x0 + a, y, "!", th.warn());
+    };
+    s.lanes[lane]
+        .ops
+        .window_sampled(from, from + span, if many { cell } else { 0 }, |_, o| {
+            mark(o, false)
+        });
+    let sel_op = selected.and_then(|k| s.op(k));
+    if let Some(o) = &sel_op {
+        mark(o, true);
+    }
+    for (c, cell) in cells.iter().enumerate() {
+        if let Some((running, st)) = cell {
+            let g = if *running { "█" } else { "─" };
+            buf.set_string(x0 + c as u16, y, g, *st);
         }
+    }
+    // Straggler marks last, on top of any op's run (only collectives that have one).
+    if !strag.is_empty() {
+        s.lanes[lane]
+            .ops
+            .window_sampled(from, from + span, if many { cell } else { 0 }, |_, o| {
+                if o.kind == ncclprof_shared::kind::EventKind::Coll as u8
+                    && strag.get(&o.seq).is_some_and(|x| x.rank == r.rank)
+                    && app.passes(s.func_of(lane, o))
+                {
+                    let a = col(o.start, from, span, tw);
+                    if a < tw {
+                        buf.set_string(x0 + a, y, "!", th.warn());
+                    }
+                }
+            });
     }
 }
 
