@@ -263,9 +263,11 @@ fn in_flight(store: &Store, proc: usize) -> Option<InFlight> {
         })
         .collect();
     let gone = p.open_ops.len() - ops.len();
-    (!ops.is_empty()).then(|| InFlight {
+    let total = p.open_total.saturating_sub(gone as u32);
+    // The list holds at most 512: with every listed op done since, more may still be open.
+    (total > 0).then_some(InFlight {
         at_ns: p.open_at,
-        total: p.open_total.saturating_sub(gone as u32),
+        total,
         ops,
     })
 }

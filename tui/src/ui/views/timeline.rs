@@ -269,7 +269,10 @@ fn row(
         .window_sampled(from, from + span, if many { cell } else { 0 }, |_, o| {
             mark(o, false)
         });
-    let sel_op = selected.and_then(|k| s.op(k));
+    // (Not when it lies wholly outside the window: it was drawn as a cell at an edge.)
+    let sel_op = selected
+        .and_then(|k| s.op(k))
+        .filter(|o| o.end.max(o.start) >= from && o.start <= from + span);
     if let Some(o) = &sel_op {
         mark(o, true);
     }
