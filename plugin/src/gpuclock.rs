@@ -1,14 +1,20 @@
 //! GPU timer → host clock, per GPU (spec §4.10, the project's method).
 //!
 //! Every KernelCh timestamp is taken on the GPU *before* the CPU callback that reports it, so
-//! `d = cpu_ns_at_callback − gpu_time` is never below the true offset. The running minimum of
-//! `d` (a lower envelope) converts without ever being early; to follow drift between the two
-//! clocks the minima of 100 ms buckets over the last 5 s are fitted with a line, shifted down
-//! so no bucket minimum lies below it. Callbacks arrive out of order (completion observes a
-//! kernel's start at its stop), so each sample goes to the bucket of its own time; the slope
-//! is fitted once the buckets span a second, and bounded by [`DRIFT_BOUND`]. RCCL's timer counts device ticks, not ns: the rate is
-//! `NCCLPROF_GPU_TIMER_HZ` if given, ns if the values look like epoch nanoseconds (NVIDIA's
-//! `%globaltimer`), else estimated from callback time against ticks over ≥ 50 ms.
+//! `d = cpu_ns_at_callback − gpu_time` is never below the true offset: its lower envelope
+//! converts without being early. Each sample goes to the 100 ms bucket of its own callback
+//! time (completion observes a kernel's start only at its stop, so samples come out of order);
+//! the last 50 buckets' minima are fitted, once they span a second, with the line of their
+//! lower convex hull over their mean time (a bucket of late callbacks lies above the hull and
+//! moves nothing), its slope within [`DRIFT_BOUND`], lowered to touch the lowest minimum.
+//! Before that, the lowest minimum within a second of the time converted. A kernel's stop is
+//! its converted start plus its GPU length, so lengths are the GPU's own, never after the
+//! stop's callback ([`GpuClock::convert_span`]).
+//!
+//! RCCL's timer counts device ticks, not ns: the rate is `NCCLPROF_GPU_TIMER_HZ` if given, ns
+//! if the values look like epoch nanoseconds (NVIDIA's `%globaltimer`), else estimated from
+//! callback time against ticks over ≥ 50 ms (callback times until then) and refined from the
+//! line's slope as buckets come in.
 
 use std::collections::VecDeque;
 
