@@ -6,7 +6,7 @@
 //! time (completion observes a kernel's start only at its stop, so samples come out of order);
 //! the last 50 buckets' minima are fitted, once they span a second, with the line of their
 //! lower convex hull over their mean time (a bucket of late callbacks lies above the hull and
-//! moves nothing), its slope within [`DRIFT_BOUND`], lowered to touch the lowest minimum.
+//! moves nothing), its slope within `DRIFT_BOUND`, lowered to touch the lowest minimum.
 //! Before that, the lowest minimum within a second of the time converted. A kernel's stop is
 //! its converted start plus its GPU length, so lengths are the GPU's own, never after the
 //! stop's callback ([`GpuClock::convert_span`]).
@@ -167,7 +167,7 @@ impl GpuClock {
 
     /// The line under the minima of the buckets but the current one that lies closest to
     /// them: the lower convex hull's edge over their mean time, its slope within
-    /// [`DRIFT_BOUND`], lowered to touch the lowest point. A bucket whose callbacks were all
+    /// `DRIFT_BOUND`, lowered to touch the lowest point. A bucket whose callbacks were all
     /// late (its minimum milliseconds high: the first kernels' start callbacks on an H200)
     /// is above the hull and moves nothing; a least-squares line through the minima took its
     /// slope from such a bucket, and conversions came out 100–150 µs early. `None` until
@@ -271,7 +271,7 @@ impl GpuClock {
     /// GPU's own measure of the duration (scaled to ns). Converting each end on its own
     /// added the envelope's noise to the duration: up to 3.5 µs on an H200, a third of a
     /// short kernel. The stop is still never after its callback; where the GPU length would
-    /// end past it, the start moves back by what drift cannot explain (see [`DRIFT_BOUND`]),
+    /// end past it, the start moves back by what drift cannot explain (see `DRIFT_BOUND`),
     /// and the stop ends at the callback: exact to 50 ppm of the length, never early while
     /// drift is within the bound (moving the start back by all of it made a kernel that
     /// outlasted a 15 s stall 145 µs early: 11 ppm of 15 s).

@@ -6,7 +6,7 @@
 //! times. Instead each ring keeps a small direct-mapped table of its open steps' phases,
 //! indexed by the step id's sequence number: a state updates its step's entry (a few stores
 //! into a line the thread just used), and the stop carries the phases to the drain in its
-//! one record ([`RF_PHASES`](crate::ring::RF_PHASES)). The start still goes to the ring as
+//! one record ([`crate::ring::RF_PHASES`]). The start still goes to the ring as
 //! before, so the drain knows every open step (restarts, abandonment, in-flight counts and
 //! NetPlugin children work as they did).
 //!
