@@ -62,34 +62,16 @@ fn timeline_hung_op_flagged() {
 /// per cell, all but the first vanished; timed from their start, they read 100 ms each.
 #[test]
 fn queued_ops_show_where_they_ran_and_are_timed_by_their_run() {
-    use ncclprof_shared::kind::EventKind;
-    use ncclprof_shared::record::{EventRecord, F_END_KNOWN, pack_strings};
-    let mut st = ncclprof_tui::model::store::Store::new(1 << 30);
-    for fr in frames(&Fixture::default(), 0) {
-        let bytes = ncclprof_shared::wire::encode(&fr).expect("encode");
-        ncclprof_tui::model::ingest::apply_bytes(&mut st, 1, 100, &bytes);
-    }
+    let mut st = base_store();
     let t = T0 + 1_000 * MS;
     for i in 0..20u64 {
-        let r = EventRecord {
-            id: 50_000 + i,
-            start_ns: t,
-            end_ns: t + (i + 1) * 10 * MS,
-            comm: 0,
-            rank: 0,
-            kind: EventKind::Coll as u8,
-            sub: 2,
-            flags: F_END_KNOWN,
-            p: [
-                100 + i,
-                1 << 12,
-                pack_strings([ALLREDUCE, FLOAT32, RING, SIMPLE]),
-                t + 1_000,
-                8,
-                t + i * 10 * MS + 1,
-            ],
-            ..Default::default()
-        };
+        let r = coll(
+            50_000 + i,
+            t,
+            t + (i + 1) * 10 * MS,
+            t + 1_000,
+            t + i * 10 * MS + 1,
+        );
         ncclprof_tui::model::ingest::ingest_record(&mut st, 0, &r);
     }
     let mut app = App::new(st, true, String::new());

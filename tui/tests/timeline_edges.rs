@@ -4,44 +4,10 @@
 mod common;
 
 use common::*;
-use ncclprof_shared::kind::EventKind;
-use ncclprof_shared::record::{EventRecord, F_END_KNOWN, pack_strings};
 use ncclprof_tui::app::App;
 use ncclprof_tui::model::query::OpKey;
-use ncclprof_tui::model::store::Store;
 use ncclprof_tui::ui::views::ViewId;
 use ratatui::style::Modifier;
-
-fn coll(id: u64, start: u64, end: u64, enq: u64, exec: u64) -> EventRecord {
-    EventRecord {
-        id,
-        start_ns: start,
-        end_ns: end,
-        comm: 0,
-        rank: 0,
-        kind: EventKind::Coll as u8,
-        sub: 2,
-        flags: F_END_KNOWN,
-        p: [
-            id,
-            1 << 12,
-            pack_strings([ALLREDUCE, FLOAT32, RING, SIMPLE]),
-            enq,
-            8,
-            exec,
-        ],
-        ..Default::default()
-    }
-}
-
-fn base_store() -> Store {
-    let mut st = Store::new(1 << 30);
-    for fr in frames(&Fixture::default(), 0) {
-        let bytes = ncclprof_shared::wire::encode(&fr).expect("encode");
-        ncclprof_tui::model::ingest::apply_bytes(&mut st, 1, 100, &bytes);
-    }
-    st
-}
 
 /// Cells of rank 0's row drawn as an op ('█' or '─') with the selected (reversed) style.
 fn selected_cells(app: &App, w: u16, h: u16) -> usize {

@@ -266,3 +266,43 @@ pub fn render(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
         .expect("draw");
     t
 }
+
+/// A completed AllReduce of rank 0 (communicator 0), seq = id, 16 KiB: enqueue stop `enq`,
+/// execution start `exec`.
+pub fn coll(
+    id: u64,
+    start: u64,
+    end: u64,
+    enq: u64,
+    exec: u64,
+) -> ncclprof_shared::record::EventRecord {
+    ncclprof_shared::record::EventRecord {
+        id,
+        start_ns: start,
+        end_ns: end,
+        comm: 0,
+        rank: 0,
+        kind: EventKind::Coll as u8,
+        sub: 2,
+        flags: F_END_KNOWN,
+        p: [
+            id,
+            1 << 12,
+            pack_strings([ALLREDUCE, FLOAT32, RING, SIMPLE]),
+            enq,
+            8,
+            exec,
+        ],
+        ..Default::default()
+    }
+}
+
+/// A store holding the default fixture's rank 0 (pid 100).
+pub fn base_store() -> ncclprof_tui::model::store::Store {
+    let mut st = ncclprof_tui::model::store::Store::new(1 << 30);
+    for fr in frames(&Fixture::default(), 0) {
+        let bytes = ncclprof_shared::wire::encode(&fr).expect("encode");
+        ncclprof_tui::model::ingest::apply_bytes(&mut st, 1, 100, &bytes);
+    }
+    st
+}
