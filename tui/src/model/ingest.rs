@@ -335,10 +335,11 @@ fn push_record(lane: &mut Lane, r: &EventRecord) -> isize {
                 kind: r.kind,
                 flags: r.flags,
             };
-            let dur = end.saturating_sub(start);
-            if dur > 0 && !r.has(ncclprof_shared::record::F_END_UNKNOWN) {
+            let run = crate::model::analysis::run_time(start, end, op.exec_start);
+            if end > start && !r.has(ncclprof_shared::record::F_END_UNKNOWN) {
+                lane.last_op_end = lane.last_op_end.max(end);
                 let q = lane.recent.entry(strings[0]).or_default();
-                q.push_back(dur);
+                q.push_back(run);
                 if q.len() > RECENT {
                     q.pop_front();
                 }

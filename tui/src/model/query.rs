@@ -55,7 +55,12 @@ pub struct OpDetail {
 pub struct OpenView {
     pub row: OpenRow,
     pub func: String,
+    /// Time since its start (enqueue).
     pub age_ns: u64,
+    /// Time since it reached the head of its lane's queue ([`analysis::head_since`]); None
+    /// while an older op of the lane is still in flight (it waits behind that one).
+    pub head_ns: Option<u64>,
+    /// At the head for longer than its peers' run times allow ([`analysis::is_hung`]).
     pub hung: bool,
     pub peer_median: Option<u64>,
 }
@@ -228,22 +233,32 @@ impl Store {
         v
     }
 
-    /// In-flight ops of a lane with their hang verdicts.
+    /// In-flight ops of a lane with their hang verdicts, oldest first. Only the oldest can
+    /// be hung: the ones behind it wait for it (ops of a rank on a communicator run in
+    /// order), however long ago they were enqueued.
     pub fn open_ops(&self, comm: usize, row: &LaneRow) -> Vec<OpenView> {
         let p = &self.procs[row.key.proc];
         let now = p.open_at.max(self.t_max).max(self.t_now);
-        p.open_ops
+        let prev_end = row.lane.map_or(0, |l| self.lanes[l].last_op_end);
+        let mut open: Vec<&OpenRow> = p
+            .open_ops
             .iter()
             .filter(|o| o.comm == row.key.comm && (o.rank == row.rank || o.rank < 0))
             .filter(|o| self.still_open(row.key.proc, o))
-            .map(|o| {
+            .collect();
+        open.sort_by_key(|o| (o.start, o.seq));
+        open.into_iter()
+            .enumerate()
+            .map(|(i, o)| {
                 let func = p.string(o.func).to_string();
                 let med = self.peer_median(comm, &func);
-                let age = now.saturating_sub(o.start);
+                let head_ns =
+                    (i == 0).then(|| now.saturating_sub(analysis::head_since(o.start, prev_end)));
                 OpenView {
                     row: o.clone(),
-                    hung: analysis::is_hung(age, med),
-                    age_ns: age,
+                    hung: head_ns.is_some_and(|h| analysis::is_hung(h, med)),
+                    age_ns: now.saturating_sub(o.start),
+                    head_ns,
                     peer_median: med,
                     func,
                 }
@@ -251,7 +266,8 @@ impl Store {
             .collect()
     }
 
-    /// Median recent duration of `func` over the ranks of a communicator.
+    /// Median recent run time ([`analysis::run_time`]) of `func` over the ranks of a
+    /// communicator.
     pub fn peer_median(&self, comm: usize, func: &str) -> Option<u64> {
         let g = self.comms.get(comm)?;
         let mut all = Vec::new();

@@ -705,8 +705,12 @@ pub struct Lane {
     pub proxy_ops: Series<ProxyOp>,
     pub steps: Series<Step>,
     pub other: Series<EventRecord>,
-    /// Recent completed durations by func string id (for hang detection), newest last.
+    /// Recent completed run times ([`crate::model::analysis::run_time`]) by func string id
+    /// (for hang verdicts), newest last.
     pub recent: HashMap<u16, VecDeque<u64>>,
+    /// The newest end of a completed Coll / P2p / CeColl here: when the op after it reached
+    /// the head of the queue ([`crate::model::analysis::head_since`]). 0 = none yet.
+    pub last_op_end: u64,
 }
 
 /// How many recent durations per func a lane keeps.
@@ -732,6 +736,7 @@ impl Lane {
             steps: Series::new(8192, 1 << 29),
             other: Series::new(1024, u64::MAX),
             recent: HashMap::new(),
+            last_op_end: 0,
         }
     }
 

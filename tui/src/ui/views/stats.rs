@@ -65,17 +65,9 @@ pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
     (out, sampled > 1)
 }
 
-/// An op's time as nccl-tests would time it: from its execution start (its first kernel,
-/// else its first proxy op's progress) to its end, where known; else from its start. An op
-/// enqueued behind others waits before it runs (PyTorch enqueues ahead): 200 all-reduces
-/// queued at once on a real job read 684 ms each from their start, 6.8 ms run.
+/// An op's time as nccl-tests would time it ([`analysis::run_time`]).
 pub fn exec_time(o: &crate::model::store::Op) -> u64 {
-    let from = if o.exec_start > o.start && o.exec_start < o.end {
-        o.exec_start
-    } else {
-        o.start
-    };
-    o.end - from
+    analysis::run_time(o.start, o.end, o.exec_start)
 }
 
 fn size(b: u64) -> String {

@@ -148,13 +148,19 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                     th.bad().patch(th.selected()),
                     area.right() - tx,
                 );
+                let head = o.head_ns.unwrap_or(o.age_ns);
+                let queued = if o.age_ns > head {
+                    format!("; enqueued {} ago", units::dur(o.age_ns))
+                } else {
+                    String::new()
+                };
                 hung_msgs.push(format!(
-                    "HUNG: rank {} {} seq {} in flight {} (peers' median {})",
+                    "HUNG: rank {} {} seq {} stuck {} at the head of its queue (peers' median run {}{queued})",
                     r.rank,
                     o.func,
                     o.row.seq,
-                    units::dur(o.age_ns),
-                    o.peer_median.map_or("n/a".into(), units::dur)
+                    units::dur(head),
+                    o.peer_median.map_or("n/a".into(), units::dur),
                 ));
             }
         }
