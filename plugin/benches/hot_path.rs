@@ -132,11 +132,14 @@ fn measure(l: &Lib, bursts: u32) -> f64 {
     total.as_nanos() as f64 / calls as f64
 }
 
-/// ns per call of each call kind: N starts, then N of each state, then N stops, of the event
-/// `make` describes.
-fn per_kind(l: &Lib, n: usize, make: fn() -> v6::Descr) -> [f64; 3] {
+/// ns per call of each call kind: N starts, then N of each state, then (ProxySteps) N
+/// SendPeerWaits twice, timing the second (a retried send: a repeat that only counts), then N
+/// stops, of the event `make` describes. [start, state, repeated state (0 if not a
+/// ProxyStep), stop].
+fn per_kind(l: &Lib, n: usize, make: fn() -> v6::Descr) -> [f64; 4] {
     let t = l.t;
     let mut d_step = make();
+    let step = d_step.type_ == u64::from(EventKind::ProxyStep.bit());
     let mut args = v4::StateArgs {
         trans_size: 1 << 20,
     };
@@ -152,13 +155,27 @@ fn per_kind(l: &Lib, n: usize, make: fn() -> v6::Descr) -> [f64; 3] {
         unsafe { (t.record_event_state)(h, state::PROXY_STEP_SEND_WAIT as c_int, &mut args) };
     }
     let t2 = Instant::now();
+    let peer_wait = state::PROXY_STEP_SEND_PEER_WAIT as c_int;
+    let (mut r0, mut r1) = (t2, t2);
+    if step {
+        for &h in &handles {
+            // SAFETY: as above.
+            unsafe { (t.record_event_state)(h, peer_wait, &mut args) };
+        }
+        r0 = Instant::now();
+        for &h in &handles {
+            // SAFETY: as above.
+            unsafe { (t.record_event_state)(h, peer_wait, &mut args) };
+        }
+        r1 = Instant::now();
+    }
     for &h in &handles {
         // SAFETY: handles from start_event.
         unsafe { (t.stop_event)(h) };
     }
     let t3 = Instant::now();
     let ns = |a: Instant, b: Instant| (b - a).as_nanos() as f64 / n as f64;
-    [ns(t0, t1), ns(t1, t2), ns(t2, t3)]
+    [ns(t0, t1), ns(t1, t2), ns(r0, r1), ns(r1, t3)]
 }
 
 /// CPU time (ns) used so far by this whole process.
@@ -337,31 +354,39 @@ fn main() {
     println!(
         "per call kind, ns per call (median of {rounds} alternated rounds of 2000 calls each)"
     );
-    println!("| call                         | noop ns  | ncclprof | added ns |");
-    println!("|------------------------------|----------|----------|----------|");
+    println!("| call                                    | noop ns  | ncclprof | added ns |");
+    println!("|-----------------------------------------|----------|----------|----------|");
     for (event, make) in [
         ("ProxyStep", step_descr as fn() -> v6::Descr),
         ("Coll", coll_descr),
     ] {
-        let (mut a, mut b) = (vec![Vec::new(); 3], vec![Vec::new(); 3]);
+        let (mut a, mut b) = (vec![Vec::new(); 4], vec![Vec::new(); 4]);
         for _ in 0..rounds {
             let x = per_kind(&noop, 2000, make);
             std::thread::sleep(Duration::from_millis(5));
             let y = per_kind(&prof, 2000, make);
             std::thread::sleep(Duration::from_millis(5));
-            for i in 0..3 {
+            for i in 0..4 {
                 a[i].push(x[i]);
                 b[i].push(y[i]);
             }
         }
-        for (i, call) in ["startEvent", "recordEventState", "stopEvent"]
-            .iter()
-            .enumerate()
+        for (i, call) in [
+            "startEvent",
+            "recordEventState",
+            "recordEventState, repeat",
+            "stopEvent",
+        ]
+        .iter()
+        .enumerate()
         {
+            if i == 2 && event != "ProxyStep" {
+                continue;
+            }
             let name = format!("{call} ({event})");
             let (base, ours) = (median(&mut a[i]), median(&mut b[i]));
             println!(
-                "| {name:<28} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
+                "| {name:<39} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
                 ours - base
             );
         }

@@ -123,7 +123,9 @@ pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 
     if kind == PROXY_STEP
         && let Some(ph) = phases_held(ring, id)
     {
-        ph.record(state, now_raw(), a0);
+        // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
+        let ts = if ph.needs_time(state) { now_raw() } else { 0 };
+        ph.record(state, ts, a0);
         return;
     }
     ring.push(&Raw {

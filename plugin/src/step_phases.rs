@@ -116,6 +116,24 @@ impl Phases {
         }
     }
 
+    /// Whether [`Phases::record`] would use the time of `state`: the first SendGPUWait,
+    /// SendPeerWait or RecvWait of a step sets a phase boundary, and a repeat only counts
+    /// (NCCL records SendPeerWait again on every progress pass while the network refuses
+    /// the send, which is when a receiver is slow); the other states keep the last one's
+    /// time; states a step does not have are ignored. A state that needs no time reads no
+    /// clock, the dearest part of a call (`capture::state`).
+    #[inline(always)]
+    pub fn needs_time(&self, state: i32) -> bool {
+        match state as u32 {
+            st::PROXY_STEP_SEND_GPU_WAIT | st::PROXY_STEP_RECV_WAIT => self.t[0] == 0,
+            st::PROXY_STEP_SEND_PEER_WAIT => self.t[1] == 0,
+            st::PROXY_STEP_SEND_WAIT
+            | st::PROXY_STEP_RECV_FLUSH_WAIT
+            | st::PROXY_STEP_RECV_GPU_WAIT => true,
+            _ => false,
+        }
+    }
+
     /// The ring record that carries this entry's states: `op` = `OP_STOP` for the step's stop
     /// at `ts`, `OP_STATE` when a newer step takes the entry at `ts` (see [`RF_PHASES`]).
     #[inline(always)]
@@ -226,12 +244,43 @@ mod tests {
                 let len = 1 + (rng.next() % (n - i) as u64) as usize;
                 let mut ph = Phases::default();
                 for &(s, t, a) in &seq[i..i + len] {
-                    ph.record(s, t, a);
+                    // As `capture::state` does: no time where none is needed.
+                    ph.record(s, if ph.needs_time(s) { t } else { 0 }, a);
                 }
                 merge_record(&mut got, &ph.to_raw(OP_STOP, 0));
                 i += len;
             }
             assert_eq!(got, want, "case {case}: {seq:?}");
+        }
+    }
+
+    /// A step retried 1 000 times (SendPeerWait on every progress pass) reads the clock
+    /// three times for its states, and keeps the first SendPeerWait's time and the count.
+    #[test]
+    fn repeated_states_need_no_time() {
+        let mut ph = Phases::default();
+        let mut reads = 0;
+        let mut clock = 100;
+        let mut state = |ph: &mut Phases, s: u32| {
+            clock += 10;
+            let ts = if ph.needs_time(s as i32) {
+                reads += 1;
+                clock
+            } else {
+                0
+            };
+            ph.record(s as i32, ts, 7);
+        };
+        state(&mut ph, st::PROXY_STEP_SEND_GPU_WAIT);
+        for _ in 0..1_000 {
+            state(&mut ph, st::PROXY_STEP_SEND_PEER_WAIT);
+        }
+        state(&mut ph, st::PROXY_STEP_SEND_WAIT);
+        assert_eq!(reads, 3);
+        assert_eq!(ph.t, [110, 120, 10_120]);
+        assert_eq!(ph.retries, 1_000);
+        for s in [0, 1, 7, 13, 19, 21, 255, -5, 1 << 20] {
+            assert!(!Phases::default().needs_time(s), "state {s}");
         }
     }
 
