@@ -43,8 +43,30 @@ pub const REUSE_MIN_NS: u64 = 1_000_000_000;
 /// or stopped): its records have long been drained or lost by then.
 pub const REUSE_AFTER_NS: u64 = 10_000_000_000;
 
+/// A communicator whose slot was claimed again: its records (carrying its wire id) may still
+/// be in the history, which is not aged when a dump file is asked for, so the dump needs its
+/// identity after the slot holds another one's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PastComm {
+    /// [`Contexts::wire_id`] of the slot in that generation.
+    pub wire_id: u32,
+    pub comm_hash: u64,
+    pub name_id: u16,
+    pub nranks: i32,
+    pub nnodes: i32,
+    pub rank: i32,
+    pub api: u32,
+}
+
+/// Most past communicators kept (the newest; 32 B each). A job that makes a communicator a
+/// minute keeps the last 2.8 days'.
+pub const MAX_PAST: usize = 4096;
+
 pub struct Contexts {
     slots: Box<[Slot]>,
+    /// Communicators whose slots were reused, oldest first, at most [`MAX_PAST`]. Locked only
+    /// when a slot is reused (a communicator's init) and when a dump is written.
+    past: std::sync::Mutex<std::collections::VecDeque<PastComm>>,
 }
 
 impl Default for Contexts {
@@ -57,6 +79,7 @@ impl Contexts {
     pub fn new() -> Contexts {
         Contexts {
             slots: (0..MAX_CONTEXTS).map(|_| Slot::default()).collect(),
+            past: Default::default(),
         }
     }
 
@@ -114,11 +137,37 @@ impl Contexts {
                 s.version.fetch_add(1, Ordering::Release);
                 continue;
             }
+            self.remember(i as u32);
             s.generation.fetch_add(1, Ordering::AcqRel);
             fresh(s);
             return Some(i as u32);
         }
         None
+    }
+
+    /// Keep the identity slot `i` holds now, before it is reused (see [`PastComm`]).
+    fn remember(&self, i: u32) {
+        let Some(s) = self.get(i) else { return };
+        let c = PastComm {
+            wire_id: self.wire_id(i),
+            comm_hash: s.comm_hash.load(Ordering::Relaxed),
+            name_id: s.name_id.load(Ordering::Relaxed),
+            nranks: s.nranks.load(Ordering::Relaxed),
+            nnodes: s.nnodes.load(Ordering::Relaxed),
+            rank: s.rank.load(Ordering::Relaxed),
+            api: s.api.load(Ordering::Relaxed),
+        };
+        let mut past = self.past.lock().unwrap_or_else(|e| e.into_inner());
+        if past.len() == MAX_PAST {
+            past.pop_front();
+        }
+        past.push_back(c);
+    }
+
+    /// Communicators whose slots were reused, oldest first (the newest [`MAX_PAST`]).
+    pub fn past(&self) -> Vec<PastComm> {
+        let past = self.past.lock().unwrap_or_else(|e| e.into_inner());
+        past.iter().copied().collect()
     }
 
     /// The communicator id records and Meta carry for slot `i`: unique across reuses.
@@ -233,5 +282,42 @@ mod tests {
         );
         assert_eq!(c.claim(REUSE_AFTER_NS + 10, 0), Some(9));
         assert_eq!(c.claim(REUSE_AFTER_NS + 10, 0), Some(11));
+    }
+
+    /// A reused slot's previous communicator is remembered with the id its records carry;
+    /// only the newest [`MAX_PAST`] are kept.
+    #[test]
+    fn a_reused_slots_communicator_is_remembered() {
+        let c = Contexts::new();
+        while c.claim(0, 0).is_some() {}
+        let s = c.get(3).unwrap();
+        s.comm_hash.store(0xfeed, Ordering::Relaxed);
+        s.name_id.store(12, Ordering::Relaxed);
+        s.rank.store(5, Ordering::Relaxed);
+        s.nranks.store(8, Ordering::Relaxed);
+        let before = c.wire_id(3);
+        for round in 0..MAX_PAST as u64 + 2 {
+            let s = c.get(3).unwrap();
+            s.finalized_at.store(1, Ordering::Relaxed);
+            s.finalized.store(true, Ordering::Release);
+            assert_eq!(c.claim(REUSE_AFTER_NS + 10 + round, 0), Some(3));
+            if round == 0 {
+                let past = c.past();
+                assert_eq!(past.len(), 1);
+                assert_eq!(
+                    (past[0].wire_id, past[0].comm_hash, past[0].name_id),
+                    (before, 0xfeed, 12)
+                );
+                assert_eq!((past[0].rank, past[0].nranks), (5, 8));
+                assert_ne!(c.wire_id(3), before, "a new id for the new communicator");
+                assert_eq!(c.get(3).unwrap().comm_hash.load(Ordering::Relaxed), 0);
+            }
+        }
+        let past = c.past();
+        assert_eq!(past.len(), MAX_PAST);
+        assert_eq!(
+            past.last().unwrap().wire_id + MAX_CONTEXTS as u32,
+            c.wire_id(3)
+        );
     }
 }

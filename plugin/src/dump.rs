@@ -6,7 +6,7 @@ use std::path::Path;
 
 use ncclprof_shared::record::EventRecord;
 use ncclprof_shared::trace;
-use ncclprof_shared::wire::Counters;
+use ncclprof_shared::wire::{CommInfo, Counters};
 
 use crate::Plugin;
 
@@ -33,7 +33,7 @@ pub fn write(
         active: p.control.active(),
         requested_mask: None,
         state: "ended: finalized".into(),
-        comms: crate::stream::comm_infos(p),
+        comms: comms_of(p, records),
         strings,
         captured: counters.captured.clone(),
         completed: counters.completed.clone(),
@@ -56,4 +56,27 @@ pub fn write(
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)
+}
+
+/// The communicators `records` name: those in the slots now, and those whose slots were
+/// reused since (the history is not aged when a dump is asked for, so it may hold records of
+/// a communicator finalized long ago; without its entry the dump named it by number only).
+fn comms_of(p: &Plugin, records: &[EventRecord]) -> Vec<CommInfo> {
+    let mut comms = crate::stream::comm_infos(p);
+    let named: std::collections::HashSet<u32> = records.iter().map(|r| r.comm).collect();
+    for c in p.contexts.past() {
+        if named.contains(&c.wire_id) && !comms.iter().any(|k| k.index == c.wire_id) {
+            comms.push(CommInfo {
+                index: c.wire_id,
+                comm_hash: c.comm_hash,
+                name: p.string(c.name_id),
+                nranks: c.nranks,
+                nnodes: c.nnodes,
+                rank: c.rank,
+                api_version: c.api,
+                finalized: true,
+            });
+        }
+    }
+    comms
 }
