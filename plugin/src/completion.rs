@@ -55,6 +55,11 @@ struct Open {
     /// Earliest child start: kernels (GPU time) if any, else ProxyOp InProgress.
     exec_min: u64,
     kernel_min: u64,
+    /// Coll/P2p, while open: host time of its first kernel channel's start callback, and of
+    /// its first ProxyOp's InProgress (u64::MAX = none yet). For the in-flight summary: an op
+    /// that has started running is timed from then ([`OpenOp::exec_start_ns`]).
+    kernel_started: u64,
+    progress_started: u64,
     last_activity: u64,
     /// ProxyOp: progressed (InProgress or a legacy state seen).
     progressed: bool,
@@ -81,6 +86,19 @@ struct Open {
 }
 
 impl Open {
+    /// When this open Coll/P2p started to run, for the in-flight summary (0 = not yet):
+    /// its first kernel's start where kernel channels are expected (before that, a ProxyOp
+    /// may progress while the GPU is still busy with what precedes the op on its stream),
+    /// else its first ProxyOp's progress.
+    fn exec_started(&self) -> u64 {
+        let t = if self.kernels_expected > 0 {
+            self.kernel_started
+        } else {
+            self.progress_started
+        };
+        if t == u64::MAX { 0 } else { t }
+    }
+
     fn new(rec: EventRecord, now: u64) -> Open {
         Open {
             rec,
@@ -94,6 +112,8 @@ impl Open {
             end_max: 0,
             exec_min: u64::MAX,
             kernel_min: u64::MAX,
+            kernel_started: u64::MAX,
+            progress_started: u64::MAX,
             last_activity: now,
             progressed: false,
             swept: false,
@@ -796,6 +816,9 @@ impl<S: Sink> Completion<S> {
             match parent {
                 Some(parent) => {
                     parent.last_activity = ns;
+                    if kind == EventKind::KernelCh {
+                        parent.kernel_started = parent.kernel_started.min(ns);
+                    }
                     if held_by_parent(kind) {
                         parent.pending += 1;
                         // In line on a connection seen progressing (see `Conn`): queued from
@@ -927,6 +950,7 @@ impl<S: Sink> Completion<S> {
                     p.unprogressed = p.unprogressed.saturating_sub(1);
                 }
                 p.last_activity = ns;
+                p.progress_started = p.progress_started.min(ns);
             }
         }
     }
@@ -1441,6 +1465,7 @@ impl<S: Sink> Completion<S> {
                     seq: o.rec.p[0],
                     func: o.rec.strings()[0],
                     start_ns: o.rec.start_ns,
+                    exec_start_ns: o.exec_started(),
                     steps_done: o
                         .steps_done
                         .as_ref()
@@ -1964,6 +1989,57 @@ mod tests {
         let inflight = c.in_flight(f.ts, 16);
         assert_eq!(inflight.total, 1);
         assert_eq!(inflight.ops[0].steps_done, vec![0, 3, 4, 0]);
+    }
+
+    /// The in-flight summary says when an open collective started to run: its first kernel
+    /// channel's start where kernels are expected (a ProxyOp progresses as soon as it is
+    /// posted, while the GPU may still be busy with what precedes the op on its stream), else
+    /// its first ProxyOp's progress; 0 before either.
+    #[test]
+    fn in_flight_ops_carry_when_they_started_to_run() {
+        let exec = |c: &Completion, f: &Feed| c.in_flight(f.ts, 16).ops[0].exec_start_ns;
+        let progress = |f: &mut Feed, coll: u64| {
+            let op = f.id(EventKind::ProxyOp);
+            f.push(OP_START, EventKind::ProxyOp, op, coll, 0, [0, 1 << 8, 8, 0]);
+            let s = st::PROXY_OP_IN_PROGRESS as u8;
+            f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+            f.ts
+        };
+        // Kernel channels on.
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let pass = |c: &mut Completion, f: &mut Feed| {
+            c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            c.end_pass(f.ts);
+            c.take(&mut Vec::new());
+        };
+        let coll = f.coll(2);
+        pass(&mut c, &mut f);
+        assert_eq!(exec(&c, &f), 0, "enqueued only");
+        progress(&mut f, coll);
+        pass(&mut c, &mut f);
+        assert_eq!(
+            exec(&c, &f),
+            0,
+            "a proxy op progressing is not the kernel running"
+        );
+        let kernel_at = f.ts + 10;
+        for _ in 0..2 {
+            let k = f.id(EventKind::KernelCh);
+            f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
+        }
+        pass(&mut c, &mut f);
+        assert_eq!(exec(&c, &f), kernel_at, "the first kernel channel's start");
+        // Proxy ops only.
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let coll = f.coll(2);
+        f.run(&mut c);
+        assert_eq!(exec(&c, &f), 0);
+        let progressed_at = progress(&mut f, coll);
+        progress(&mut f, coll);
+        f.run(&mut c);
+        assert_eq!(exec(&c, &f), progressed_at, "the first op's progress");
     }
 
     /// Four proxy threads' rings in one big pass (each ring's records in a block, as the drain

@@ -65,17 +65,24 @@ fn comms_of(p: &Plugin, records: &[EventRecord]) -> Vec<CommInfo> {
     let mut comms = crate::stream::comm_infos(p);
     let named: std::collections::HashSet<u32> = records.iter().map(|r| r.comm).collect();
     for c in p.contexts.past() {
-        if named.contains(&c.wire_id) && !comms.iter().any(|k| k.index == c.wire_id) {
-            comms.push(CommInfo {
-                index: c.wire_id,
-                comm_hash: c.comm_hash,
-                name: p.string(c.name_id),
-                nranks: c.nranks,
-                nnodes: c.nnodes,
-                rank: c.rank,
-                api_version: c.api,
-                finalized: true,
-            });
+        if !named.contains(&c.wire_id) {
+            continue;
+        }
+        let info = CommInfo {
+            index: c.wire_id,
+            comm_hash: c.comm_hash,
+            name: p.string(c.name_id),
+            nranks: c.nranks,
+            nnodes: c.nnodes,
+            rank: c.rank,
+            api_version: c.api,
+            finalized: true,
+        };
+        // A slot reused while `comm_infos` read it can be listed with its old id and the
+        // new communicator's (reset) identity: what was remembered at the reuse is right.
+        match comms.iter_mut().find(|k| k.index == c.wire_id) {
+            Some(k) => *k = info,
+            None => comms.push(info),
         }
     }
     comms

@@ -365,7 +365,8 @@ fn other_data(procs: &[Process], totals: &Totals) -> serde_json::Value {
                     "at_ns": f.at_ns, "total": f.total,
                     "ops": f.ops.iter().map(|o| json!({
                         "comm": o.comm, "rank": o.rank, "kind": o.kind, "id": o.id, "seq": o.seq,
-                        "func": o.func, "start_ns": o.start_ns, "steps_done": o.steps_done,
+                        "func": o.func, "start_ns": o.start_ns, "exec_start_ns": o.exec_start_ns,
+                        "steps_done": o.steps_done,
                         "channels_done": o.channels_done, "n_channels": o.n_channels,
                     })).collect::<Vec<_>>(),
                 })),
@@ -590,6 +591,7 @@ mod tests {
             seq: 2,
             func,
             start_ns: start,
+            exec_start_ns: 0,
             steps_done: vec![],
             channels_done: 0,
             n_channels: 0,

@@ -217,6 +217,10 @@ pub struct OpenOp {
     /// String id of the function.
     pub func: u16,
     pub start_ns: u64,
+    /// When it started to run, host ns (0 = not yet, or not known): its first kernel channel's
+    /// start where its kernels are profiled, else its first ProxyOp's progress. Ops queued
+    /// behind others, on the GPU's stream or on a connection, have not.
+    pub exec_start_ns: u64,
     /// Proxy steps completed so far, per channel (index = channel id).
     pub steps_done: Vec<u32>,
     /// Kernel channels finished so far.
@@ -595,7 +599,7 @@ mod tests {
         let bytes = encode(&Frame::Hello(hello())).unwrap();
         assert_eq!(
             &bytes[..16],
-            &[b'N', b'C', b'P', b'F', 2, 0, 1, 0, 40, 0, 0, 0, 0, 0, 0, 0]
+            &[b'N', b'C', b'P', b'F', 3, 0, 1, 0, 40, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(bytes.len(), 56);
     }

@@ -115,6 +115,7 @@ fn valid_frames() -> Vec<Vec<u8>> {
                 seq: 1,
                 func: 1,
                 start_ns: 3,
+                exec_start_ns: 4,
                 steps_done: vec![1, 2],
                 channels_done: 1,
                 n_channels: 2,

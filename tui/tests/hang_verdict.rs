@@ -1,7 +1,10 @@
-//! Hang verdicts on a deep queue, the case a real job showed (BENCHMARKS.md §7): PyTorch
-//! enqueues 200 all-reduces at once and the GPU runs them one after another, 7 ms each. Timed
-//! from their starts they read 0.7 s on average, so a 10× median put the verdict at 7 s; and
-//! an op at the back of a draining queue has been in flight 1.4 s without anything wrong.
+//! Hang verdicts where an op's time in flight is mostly waiting, the cases a real job shows
+//! (BENCHMARKS.md §7): PyTorch enqueues ahead, so 200 all-reduces queued at once ran one
+//! after another, 7 ms each, and read 0.7 s on average from their starts (a 10× median put
+//! the verdict at 7 s); and in a training step each collective waits behind the compute
+//! kernels before it on the stream. An op that started to run is timed from then against
+//! its peers' run times; one that has not is timed from its start against their times from
+//! start to end, and only the oldest of a lane (the others wait behind it).
 
 mod common;
 
@@ -15,15 +18,35 @@ use ncclprof_tui::model::store::Store;
 
 const RUN: u64 = 7 * MS;
 
-/// Rank 0's store with `done` all-reduces enqueued at `t` (1 µs apart) and run back to back
-/// from `t` (op i ends at `t + (i + 1) × 7 ms`), then an in-flight summary at `at` listing
-/// `open` more, enqueued with them.
-fn deep_queue(t: u64, done: u64, open: u64, at: u64) -> Store {
+fn open_op(seq: u64, start: u64, exec: u64) -> OpenOp {
+    OpenOp {
+        comm: 0,
+        rank: 0,
+        kind: EventKind::Coll as u8,
+        id: 100_000 + seq,
+        seq: 100_000 + seq,
+        func: ALLREDUCE,
+        start_ns: start,
+        exec_start_ns: exec,
+        steps_done: vec![0, 0],
+        channels_done: 0,
+        n_channels: 2,
+    }
+}
+
+fn summary(st: &mut Store, at_ns: u64, ops: Vec<OpenOp>) {
+    let total = ops.len() as u32;
+    let f = Frame::InFlight(InFlight { at_ns, ops, total });
+    ingest::apply_bytes(st, 1, 100, &encode(&f).expect("encode"));
+}
+
+/// Rank 0's store with all-reduces `done` enqueued at `t` (1 µs apart) and run back to back
+/// from `t` (op i runs from `t + i × 7 ms` to `t + (i + 1) × 7 ms`).
+fn deep_queue(t: u64, done: std::ops::Range<u64>) -> Store {
     let mut st = base_store();
-    for i in 0..done {
-        let id = 100_000 + i;
+    for i in done {
         let r = coll(
-            id,
+            100_000 + i,
             t + i * US,
             t + (i + 1) * RUN,
             t + i * US + US,
@@ -31,26 +54,6 @@ fn deep_queue(t: u64, done: u64, open: u64, at: u64) -> Store {
         );
         ingest::ingest_record(&mut st, 0, &r);
     }
-    let ops = (done..done + open)
-        .map(|i| OpenOp {
-            comm: 0,
-            rank: 0,
-            kind: EventKind::Coll as u8,
-            id: 100_000 + i,
-            seq: 100_000 + i,
-            func: ALLREDUCE,
-            start_ns: t + i * US,
-            steps_done: vec![0, 0],
-            channels_done: 0,
-            n_channels: 2,
-        })
-        .collect();
-    let f = Frame::InFlight(InFlight {
-        at_ns: at,
-        ops,
-        total: open as u32,
-    });
-    ingest::apply_bytes(&mut st, 1, 100, &encode(&f).expect("encode"));
     st
 }
 
@@ -67,51 +70,111 @@ fn timeline_text(st: Store) -> String {
     format!("{}", render(&app, 160, 14).backend())
 }
 
-/// The op at the head of the queue stops for 1.2 s after 200 ran in 1.4 s: hung (its peers
-/// run 7 ms, and the 1 s floor has passed). The two behind it wait for it: not hung.
+/// The op at the head of the queue, running since the one before it ended, stops for 1.2 s
+/// after 200 ran in 1.4 s: hung (its peers run 7 ms, and the 1 s floor has passed). The two
+/// behind it have not started: not hung, though enqueued 2.6 s ago.
 #[test]
-fn the_head_of_a_deep_queue_is_hung_after_ten_run_times() {
+fn the_running_head_of_a_deep_queue_is_hung_after_ten_run_times() {
     let t = T0 + 1_000 * MS;
-    let st = deep_queue(t, 200, 3, t + 200 * RUN + 1_200 * MS);
+    let mut st = deep_queue(t, 0..200);
+    let ops = vec![
+        open_op(200, t + 200 * US, t + 200 * RUN),
+        open_op(201, t + 201 * US, 0),
+        open_op(202, t + 202 * US, 0),
+    ];
+    summary(&mut st, t + 200 * RUN + 1_200 * MS, ops);
     let open = open_of_rank0(&st);
     assert_eq!(open.len(), 3, "{open:?}");
     let med = open[0].peer_median.expect("peers");
     assert!((RUN - 100 * US..=RUN).contains(&med), "median run {med}");
     assert_eq!(open[0].row.seq, 100_200);
-    assert_eq!(open[0].head_ns, Some(1_200 * MS));
+    assert_eq!(open[0].running_ns, Some(1_200 * MS));
     assert!(open[0].age_ns > 2_590 * MS, "{}", open[0].age_ns);
     assert!(open[0].hung, "{:?}", open[0]);
     for o in &open[1..] {
-        assert_eq!(o.head_ns, None, "{o:?}");
+        assert_eq!(o.running_ns, None, "{o:?}");
         assert!(!o.hung, "{o:?}");
     }
     let text = timeline_text(st);
     assert!(
-        text.contains("HUNG: rank 0 AllReduce seq 100200 stuck 1.20s at the head of its queue"),
+        text.contains("HUNG: rank 0 AllReduce seq 100200 running 1.20s (peers' median run"),
         "{text}"
     );
     assert!(text.contains("enqueued 2.60s ago"), "{text}");
-    assert!(!text.contains("(+"), "only the head is hung: {text}");
+    assert!(!text.contains("(+"), "only the running op is hung: {text}");
 }
 
-/// Half the queue has run (1.4 s) and the next op has been at the head for 3 ms: nothing is
-/// hung, though 200 ops have been in flight for over a second, ten times their run time.
+/// Half the queue has run (1.4 s) and the next op has run 3 ms: nothing is hung, though 200
+/// ops have been in flight for over a second, 200 times their run time.
 #[test]
 fn a_deep_queue_draining_at_its_pace_is_not_hung() {
     let t = T0 + 1_000 * MS;
-    let st = deep_queue(t, 200, 200, t + 200 * RUN + 3 * MS);
+    let mut st = deep_queue(t, 0..200);
+    let ops = (200..400)
+        .map(|i| open_op(i, t + i * US, if i == 200 { t + 200 * RUN } else { 0 }))
+        .collect();
+    summary(&mut st, t + 200 * RUN + 3 * MS, ops);
     let open = open_of_rank0(&st);
     assert_eq!(open.len(), 200);
-    assert_eq!(open[0].head_ns, Some(3 * MS));
+    assert_eq!(open[0].running_ns, Some(3 * MS));
     assert!(open.iter().all(|o| o.age_ns > 1_390 * MS));
     assert!(open.iter().all(|o| !o.hung), "{:?}", open[0]);
     assert!(!timeline_text(st).contains("HUNG"));
 }
 
-/// Nothing completed on the lane yet (a viewer attached mid-hang): the head counts from its
-/// start, and without peers it is hung after 5 s.
+/// The viewer lost the records of 150 ops before the head (dropped, or not yet received):
+/// the head's own execution start still says it has run 3 ms. (From a review: timed from
+/// the last completion the viewer had, it read 1.05 s and was called hung.)
 #[test]
-fn without_a_completed_op_the_head_counts_from_its_start() {
+fn missing_completions_before_the_head_do_not_make_it_hung() {
+    let t = T0 + 1_000 * MS;
+    let mut st = deep_queue(t, 0..50);
+    let ops = (200..203)
+        .map(|i| open_op(i, t + i * US, if i == 200 { t + 200 * RUN } else { 0 }))
+        .collect();
+    summary(&mut st, t + 200 * RUN + 3 * MS, ops);
+    let open = open_of_rank0(&st);
+    assert!(open.iter().all(|o| !o.hung), "{:?}", open[0]);
+}
+
+/// Each all-reduce waits 1.5 s behind the compute before it on the stream, then runs 5 ms.
+/// The next one, 1.2 s in and not started, waits like its peers did: not hung. Still not
+/// started 16 s in, ten times its peers' 1.5 s: hung, and the banner says it never started.
+/// (From a review: timed against run times alone, it was called hung at 1.2 s.)
+#[test]
+fn an_op_waiting_behind_compute_like_its_peers_is_not_hung() {
+    let t = T0 + 1_000 * MS;
+    let mut st = base_store();
+    for i in 0..10 {
+        let (s, exec) = (t + i * 2_000 * MS, t + i * 2_000 * MS + 1_500 * MS);
+        ingest::ingest_record(&mut st, 0, &coll(200 + i, s, exec + 5 * MS, s + US, exec));
+    }
+    let start = t + 20_000 * MS;
+    summary(&mut st, start + 1_200 * MS, vec![open_op(10, start, 0)]);
+    let open = open_of_rank0(&st);
+    assert_eq!(open[0].running_ns, None);
+    assert!(!open[0].hung, "{:?}", open[0]);
+    summary(&mut st, start + 16_000 * MS, vec![open_op(10, start, 0)]);
+    let open = open_of_rank0(&st);
+    assert!(open[0].hung, "{:?}", open[0]);
+    assert!(
+        open[0]
+            .peer_median
+            .is_some_and(|m| m > 1_500 * MS && m < 1_600 * MS),
+        "{:?}",
+        open[0]
+    );
+    let text = timeline_text(st);
+    assert!(
+        text.contains("HUNG: rank 0 AllReduce seq 100010 in flight 16.00s, not started"),
+        "{text}"
+    );
+}
+
+/// Nothing completed yet (a viewer attached mid-hang): without peers, an op is hung 5 s in,
+/// from its execution start if it has one, else from its start.
+#[test]
+fn without_a_completed_op_the_verdict_waits_five_seconds() {
     let t = T0 + 1_000 * MS;
     let mut st = Store::new(1 << 30);
     for fr in frames(
@@ -123,26 +186,16 @@ fn without_a_completed_op_the_head_counts_from_its_start() {
     ) {
         ingest::apply_bytes(&mut st, 1, 100, &encode(&fr).expect("encode"));
     }
-    let f = Frame::InFlight(InFlight {
-        at_ns: t + 5_100 * MS,
-        ops: vec![OpenOp {
-            comm: 0,
-            rank: 0,
-            kind: EventKind::Coll as u8,
-            id: 7,
-            seq: 7,
-            func: ALLREDUCE,
-            start_ns: t,
-            steps_done: vec![],
-            channels_done: 0,
-            n_channels: 2,
-        }],
-        total: 1,
-    });
-    ingest::apply_bytes(&mut st, 1, 100, &encode(&f).expect("encode"));
-    let open = open_of_rank0(&st);
-    assert_eq!(open.len(), 1);
-    assert_eq!(open[0].peer_median, None);
-    assert_eq!(open[0].head_ns, Some(5_100 * MS));
-    assert!(open[0].hung);
+    for (exec, at, hung) in [
+        (0, 4_900, false),
+        (0, 5_100, true),
+        (t + 500 * MS, 5_100, false),
+        (t + 500 * MS, 5_600, true),
+    ] {
+        summary(&mut st, t + at * MS, vec![open_op(7, t, exec)]);
+        let open = open_of_rank0(&st);
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].peer_median, None);
+        assert_eq!(open[0].hung, hung, "exec {exec} at {at} ms: {:?}", open[0]);
+    }
 }

@@ -188,12 +188,10 @@ fn filter_hides_other_functions() {
 #[test]
 fn malformed_frame_is_shown() {
     let mut app = app(&Fixture::default());
-    ncclprof_tui::model::ingest::apply_bytes(
-        &mut app.store,
-        1,
-        100,
-        b"NCPF\x02\x00\x63\x00\x00\x00\x00\x00\x00\x00\x00\x00",
-    );
+    // A header of this protocol version (u16 little-endian after the magic), kind 99.
+    let mut bytes = b"NCPF\x00\x00\x63\x00\x00\x00\x00\x00\x00\x00\x00\x00".to_vec();
+    bytes[4] = ncclprof_shared::PROTOCOL_VERSION as u8;
+    ncclprof_tui::model::ingest::apply_bytes(&mut app.store, 1, 100, &bytes);
     let t = render(&app, 100, 12);
     let text = format!("{}", t.backend());
     assert!(text.contains("unknown frame kind 99"), "{text}");

@@ -125,18 +125,10 @@ pub fn run_time(start: u64, end: u64, exec_start: u64) -> u64 {
     end.saturating_sub(from)
 }
 
-/// When an in-flight op reached the head of its lane's queue: ops of one rank on one
-/// communicator run in order, so the oldest op in flight started running once the op
-/// before it ended (`prev_end`, the newest end of a completed op there), or at its own
-/// start if that came later. Its hang verdict counts from then: counted from its start, an
-/// op that waited behind a deep queue would look hung as soon as it ran.
-pub fn head_since(start: u64, prev_end: u64) -> u64 {
-    start.max(prev_end)
-}
-
-/// Whether an op is hung that has been at the head of its queue for `age_ns` (see
-/// [`head_since`]), given the median run time ([`run_time`]) of the same function on its
-/// communicator (None = none completed yet).
+/// Whether an op in flight for `age_ns` is hung, given the median time of the same function
+/// on its communicator (None = none completed yet), both measured the same way: an op that
+/// started to run, from its execution start against the median run time ([`run_time`]);
+/// one that has not, from its start against the median time from start to end.
 pub fn is_hung(age_ns: u64, peer_median_ns: Option<u64>) -> bool {
     match peer_median_ns {
         Some(m) => age_ns > HUNG_MIN_NS && age_ns > m.saturating_mul(HUNG_FACTOR),

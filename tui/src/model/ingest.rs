@@ -5,8 +5,8 @@ use ncclprof_shared::record::EventRecord;
 use ncclprof_shared::wire::{self, Frame};
 
 use super::store::{
-    CommSeen, CountersSeen, Kernel, Lane, LaneKey, Op, OpenRow, ProcState, ProxyOp, RECENT, Step,
-    Store,
+    CommSeen, CountersSeen, Kernel, Lane, LaneKey, Op, OpenRow, ProcState, ProxyOp, RECENT, Recent,
+    Step, Store,
 };
 
 /// What a source hands the UI loop.
@@ -211,6 +211,7 @@ pub fn apply_frame(store: &mut Store, src: u32, pid: u32, frame: Frame) {
                     seq: o.seq,
                     func: o.func,
                     start: o.start_ns,
+                    exec_start: o.exec_start_ns,
                     steps_done: o.steps_done.iter().map(|&s| u64::from(s)).sum(),
                     channels_done: o.channels_done,
                     n_channels: o.n_channels,
@@ -335,11 +336,12 @@ fn push_record(lane: &mut Lane, r: &EventRecord) -> isize {
                 kind: r.kind,
                 flags: r.flags,
             };
-            let run = crate::model::analysis::run_time(start, end, op.exec_start);
             if end > start && !r.has(ncclprof_shared::record::F_END_UNKNOWN) {
-                lane.last_op_end = lane.last_op_end.max(end);
                 let q = lane.recent.entry(strings[0]).or_default();
-                q.push_back(run);
+                q.push_back(Recent {
+                    run: crate::model::analysis::run_time(start, end, op.exec_start),
+                    total: end - start,
+                });
                 if q.len() > RECENT {
                     q.pop_front();
                 }
@@ -535,12 +537,10 @@ mod tests {
     fn malformed_frames_are_visible_errors_not_panics() {
         let mut st = Store::new(1 << 20);
         apply_bytes(&mut st, 1, 42, b"garbage");
-        apply_bytes(
-            &mut st,
-            1,
-            42,
-            b"NCPF\x02\x00\x03\x00\x05\x00\x00\x00\x00\x00\x00\x00abcde",
-        );
+        // This version's header, kind 3, a 5-byte body that does not decode.
+        let mut bad = b"NCPF\x00\x00\x03\x00\x05\x00\x00\x00\x00\x00\x00\x00abcde".to_vec();
+        bad[4] = ncclprof_shared::PROTOCOL_VERSION as u8;
+        apply_bytes(&mut st, 1, 42, &bad);
         let mut ok = wire::encode(&Frame::Bye(wire::Bye { reason: "x".into() })).unwrap();
         ok[4] = 9; // version
         apply_bytes(&mut st, 1, 42, &ok);

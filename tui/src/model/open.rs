@@ -659,6 +659,8 @@ fn in_flight_of(f: &Value) -> InFlight {
                     seq: u(o, "seq"),
                     func: u(o, "func") as u16,
                     start_ns: u(o, "start_ns"),
+                    // 0 (not known) in snapshots written before it was recorded.
+                    exec_start_ns: u(o, "exec_start_ns"),
                     steps_done: o
                         .get("steps_done")
                         .and_then(Value::as_array)

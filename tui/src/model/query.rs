@@ -57,11 +57,13 @@ pub struct OpenView {
     pub func: String,
     /// Time since its start (enqueue).
     pub age_ns: u64,
-    /// Time since it reached the head of its lane's queue ([`analysis::head_since`]); None
-    /// while an older op of the lane is still in flight (it waits behind that one).
-    pub head_ns: Option<u64>,
-    /// At the head for longer than its peers' run times allow ([`analysis::is_hung`]).
+    /// Time since it started to run; None while it has not (queued behind others on the
+    /// GPU's stream or its connections), or when that is not known.
+    pub running_ns: Option<u64>,
+    /// In flight for longer than its peers' times allow ([`analysis::is_hung`]).
     pub hung: bool,
+    /// The peers' median the verdict compared with: run time for a running op, else time
+    /// from start to end.
     pub peer_median: Option<u64>,
 }
 
@@ -233,13 +235,16 @@ impl Store {
         v
     }
 
-    /// In-flight ops of a lane with their hang verdicts, oldest first. Only the oldest can
-    /// be hung: the ones behind it wait for it (ops of a rank on a communicator run in
-    /// order), however long ago they were enqueued.
+    /// In-flight ops of a lane with their hang verdicts, oldest first. An op that started to
+    /// run is timed from then, against its peers' run times: a collective stuck behind a
+    /// deep queue is called hung as soon as it has run ten times too long (at least 1 s),
+    /// not ten times the queue's wait. One that has not started is timed from its start,
+    /// against its peers' times from start to end, and only the oldest (the others wait
+    /// behind it): an op waiting for the GPU to finish the work before it (PyTorch enqueues
+    /// ahead) is not hung while its peers waited as long.
     pub fn open_ops(&self, comm: usize, row: &LaneRow) -> Vec<OpenView> {
         let p = &self.procs[row.key.proc];
         let now = p.open_at.max(self.t_max).max(self.t_now);
-        let prev_end = row.lane.map_or(0, |l| self.lanes[l].last_op_end);
         let mut open: Vec<&OpenRow> = p
             .open_ops
             .iter()
@@ -251,26 +256,32 @@ impl Store {
             .enumerate()
             .map(|(i, o)| {
                 let func = p.string(o.func).to_string();
-                let med = self.peer_median(comm, &func);
-                let head_ns =
-                    (i == 0).then(|| now.saturating_sub(analysis::head_since(o.start, prev_end)));
+                let (med_run, med_total) = self.peer_medians(comm, &func);
+                let age = now.saturating_sub(o.start);
+                let running = (o.exec_start > 0).then(|| now.saturating_sub(o.exec_start));
+                let (hung, med) = match running {
+                    Some(r) => (analysis::is_hung(r, med_run), med_run),
+                    None => (i == 0 && analysis::is_hung(age, med_total), med_total),
+                };
                 OpenView {
                     row: o.clone(),
-                    hung: head_ns.is_some_and(|h| analysis::is_hung(h, med)),
-                    age_ns: now.saturating_sub(o.start),
-                    head_ns,
-                    peer_median: med,
                     func,
+                    age_ns: age,
+                    running_ns: running,
+                    hung,
+                    peer_median: med,
                 }
             })
             .collect()
     }
 
-    /// Median recent run time ([`analysis::run_time`]) of `func` over the ranks of a
-    /// communicator.
-    pub fn peer_median(&self, comm: usize, func: &str) -> Option<u64> {
-        let g = self.comms.get(comm)?;
-        let mut all = Vec::new();
+    /// Median recent run time ([`analysis::run_time`]) and time from start to end of `func`
+    /// over the ranks of a communicator.
+    pub fn peer_medians(&self, comm: usize, func: &str) -> (Option<u64>, Option<u64>) {
+        let Some(g) = self.comms.get(comm) else {
+            return (None, None);
+        };
+        let (mut run, mut total) = (Vec::new(), Vec::new());
         for m in &g.members {
             let key = LaneKey {
                 proc: m.proc,
@@ -281,11 +292,12 @@ impl Store {
             let p = &self.procs[m.proc];
             for (id, q) in &l.recent {
                 if p.string(*id) == func {
-                    all.extend(q.iter().copied());
+                    run.extend(q.iter().map(|r| r.run));
+                    total.extend(q.iter().map(|r| r.total));
                 }
             }
         }
-        analysis::median(&all)
+        (analysis::median(&run), analysis::median(&total))
     }
 
     /// Stragglers among the ops of a communicator in a window: (seq → straggler).

@@ -257,6 +257,7 @@ fn in_flight(store: &Store, proc: usize) -> Option<InFlight> {
             seq: o.seq,
             func: o.func,
             start_ns: o.start,
+            exec_start_ns: o.exec_start,
             steps_done: vec![u32::try_from(o.steps_done).unwrap_or(u32::MAX)],
             channels_done: o.channels_done,
             n_channels: o.n_channels,

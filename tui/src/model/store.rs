@@ -705,12 +705,17 @@ pub struct Lane {
     pub proxy_ops: Series<ProxyOp>,
     pub steps: Series<Step>,
     pub other: Series<EventRecord>,
-    /// Recent completed run times ([`crate::model::analysis::run_time`]) by func string id
-    /// (for hang verdicts), newest last.
-    pub recent: HashMap<u16, VecDeque<u64>>,
-    /// The newest end of a completed Coll / P2p / CeColl here: when the op after it reached
-    /// the head of the queue ([`crate::model::analysis::head_since`]). 0 = none yet.
-    pub last_op_end: u64,
+    /// Recent completed ops' times by func string id (for hang verdicts), newest last.
+    pub recent: HashMap<u16, VecDeque<Recent>>,
+}
+
+/// A completed op's times, for hang verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recent {
+    /// From its execution start ([`crate::model::analysis::run_time`]).
+    pub run: u64,
+    /// From its start (enqueue) to its end.
+    pub total: u64,
 }
 
 /// How many recent durations per func a lane keeps.
@@ -736,7 +741,6 @@ impl Lane {
             steps: Series::new(8192, 1 << 29),
             other: Series::new(1024, u64::MAX),
             recent: HashMap::new(),
-            last_op_end: 0,
         }
     }
 
@@ -817,6 +821,9 @@ pub struct OpenRow {
     pub seq: u64,
     pub func: u16,
     pub start: u64,
+    /// When it started to run (0 = not yet, or not known):
+    /// [`ncclprof_shared::wire::OpenOp::exec_start_ns`].
+    pub exec_start: u64,
     pub steps_done: u64,
     pub channels_done: u32,
     pub n_channels: u32,

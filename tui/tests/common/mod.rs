@@ -230,6 +230,7 @@ pub fn frames(f: &Fixture, r: i32) -> Vec<Frame> {
                 seq: f.seqs,
                 func: ALLREDUCE,
                 start_ns: start,
+                exec_start_ns: start + 50 * US,
                 steps_done: vec![1, 0, 0, 0],
                 channels_done: 1,
                 n_channels: 4,

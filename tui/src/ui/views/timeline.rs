@@ -148,20 +148,24 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                     th.bad().patch(th.selected()),
                     area.right() - tx,
                 );
-                let head = o.head_ns.unwrap_or(o.age_ns);
-                let queued = if o.age_ns > head {
-                    format!("; enqueued {} ago", units::dur(o.age_ns))
-                } else {
-                    String::new()
-                };
-                hung_msgs.push(format!(
-                    "HUNG: rank {} {} seq {} stuck {} at the head of its queue (peers' median run {}{queued})",
-                    r.rank,
-                    o.func,
-                    o.row.seq,
-                    units::dur(head),
-                    o.peer_median.map_or("n/a".into(), units::dur),
-                ));
+                let median = o.peer_median.map_or("n/a".into(), units::dur);
+                hung_msgs.push(match o.running_ns {
+                    Some(run) => format!(
+                        "HUNG: rank {} {} seq {} running {} (peers' median run {median}; enqueued {} ago)",
+                        r.rank,
+                        o.func,
+                        o.row.seq,
+                        units::dur(run),
+                        units::dur(o.age_ns),
+                    ),
+                    None => format!(
+                        "HUNG: rank {} {} seq {} in flight {}, not started (peers' median {median})",
+                        r.rank,
+                        o.func,
+                        o.row.seq,
+                        units::dur(o.age_ns),
+                    ),
+                });
             }
         }
         row(app, th, r, &strag, (from, span, cell), (x0, y, tw), buf);
