@@ -64,23 +64,10 @@ pub fn write(
 fn comms_of(p: &Plugin, records: &[EventRecord]) -> Vec<CommInfo> {
     let mut comms = crate::stream::comm_infos(p);
     let named: std::collections::HashSet<u32> = records.iter().map(|r| r.comm).collect();
-    for c in p.contexts.past() {
-        if !named.contains(&c.wire_id) {
-            continue;
-        }
-        let info = CommInfo {
-            index: c.wire_id,
-            comm_hash: c.comm_hash,
-            name: p.string(c.name_id),
-            nranks: c.nranks,
-            nnodes: c.nnodes,
-            rank: c.rank,
-            api_version: c.api,
-            finalized: true,
-        };
+    for info in crate::stream::past_comm_infos(p, &named) {
         // A slot reused while `comm_infos` read it can be listed with its old id and the
         // new communicator's (reset) identity: what was remembered at the reuse is right.
-        match comms.iter_mut().find(|k| k.index == c.wire_id) {
+        match comms.iter_mut().find(|k| k.index == info.index) {
             Some(k) => *k = info,
             None => comms.push(info),
         }

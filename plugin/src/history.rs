@@ -187,6 +187,17 @@ impl History {
         trimmed
     }
 
+    /// The communicator ids the records held name (read in place: a viewer's attach).
+    pub fn comm_ids(&self) -> std::collections::HashSet<u32> {
+        const COMM: usize = std::mem::offset_of!(EventRecord, comm);
+        let frames = self.sealed.iter().map(|f| &f.bytes[..]);
+        frames
+            .chain(std::iter::once(&self.open[..]))
+            .flat_map(|bytes| bytes[HEADER_SIZE..].chunks_exact(RECORD_SIZE))
+            .map(|r| u32::from_ne_bytes([r[COMM], r[COMM + 1], r[COMM + 2], r[COMM + 3]]))
+            .collect()
+    }
+
     /// The newest `limit` records held, in the order they completed (finalize's dump).
     pub fn records(&self, limit: usize) -> Vec<EventRecord> {
         let mut out = Vec::with_capacity(self.records.min(limit));
@@ -232,6 +243,24 @@ mod tests {
             Frame::Events(r) => r.to_vec(),
             _ => panic!("not an Events frame"),
         }
+    }
+
+    #[test]
+    fn comm_ids_are_read_from_sealed_and_open_frames() {
+        let mut h = History::new();
+        let n = MAX_RECORDS_PER_FRAME as u64 + 5;
+        for i in 0..n {
+            let mut r = rec(i);
+            r.comm = (i % 3) as u32 * 1024 + u32::from(i + 1 == n) * 7;
+            h.put(&r);
+        }
+        let mut ids: Vec<u32> = h.comm_ids().into_iter().collect();
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            vec![0, 1024, 2048, 2055],
+            "the last one is in the open frame"
+        );
     }
 
     #[test]

@@ -196,6 +196,27 @@ pub fn comm_infos(p: &Plugin) -> Vec<CommInfo> {
         .collect()
 }
 
+/// Communicators whose slots were reused since and that `named` (ids records carry) names,
+/// as they were (see [`crate::context::PastComm`]): the history, unaged when a dump file is
+/// asked for, can hold their records.
+pub fn past_comm_infos(p: &Plugin, named: &std::collections::HashSet<u32>) -> Vec<CommInfo> {
+    p.contexts
+        .past()
+        .into_iter()
+        .filter(|c| named.contains(&c.wire_id))
+        .map(|c| CommInfo {
+            index: c.wire_id,
+            comm_hash: c.comm_hash,
+            name: p.string(c.name_id),
+            nranks: c.nranks,
+            nnodes: c.nnodes,
+            rank: c.rank,
+            api_version: c.api,
+            finalized: true,
+        })
+        .collect()
+}
+
 struct Session {
     generation: u64,
 }
@@ -227,6 +248,9 @@ pub struct Drain {
     sender_slot: Sender<(u64, Option<IpcBytesSender>)>,
     next_string: u16,
     ctx_versions: Vec<u32>,
+    /// Past communicators the history's records name, still to be sent to a viewer that
+    /// attached (see [`past_comm_infos`]).
+    past_unsent: Vec<CommInfo>,
     frames_sent: u64,
     bytes_sent: u64,
     last_events: u64,
@@ -291,6 +315,7 @@ impl Drain {
             sender_slot,
             next_string: 1,
             ctx_versions: Vec::new(),
+            past_unsent: Vec::new(),
             frames_sent: 0,
             bytes_sent: 0,
             last_events: 0,
@@ -500,6 +525,29 @@ impl Drain {
         if full {
             self.next_string = 1;
             self.ctx_versions.clear();
+            let named = self.completion.sink().comm_ids();
+            self.past_unsent = past_comm_infos(p, &named);
+        }
+        // Past communicators first, in frames of their own well under the limit (a job
+        // can have thousands).
+        while !self.past_unsent.is_empty() {
+            let mut size = 64;
+            let mut take = 0;
+            for c in &self.past_unsent {
+                size += 64 + c.name.len();
+                if size > wire::MAX_FRAME / 2 && take > 0 {
+                    break;
+                }
+                take += 1;
+            }
+            let chunk = Meta {
+                comms: self.past_unsent[..take].to_vec(),
+                strings: Vec::new(),
+            };
+            if !self.queue_msg(FrameKind::Meta, &chunk) {
+                return false; // the rest next pass
+            }
+            self.past_unsent.drain(..take);
         }
         let slots = p.contexts.slots();
         if self.ctx_versions.len() < slots.len() {

@@ -1,8 +1,9 @@
 //! `NCCL_PROFILE_DUMP_FILE` in a job that outlives its communicators: with a dump asked for,
-//! the history is not aged, so the dump can hold records of a communicator whose slot a later
-//! one took (10 s after its finalize). Before, such records named their communicator by
-//! number only ("comm none" lanes, no hash): the dump listed the slots as they were at the
-//! end. Takes 10 s (`REUSE_AFTER_NS`).
+//! the history is not aged, so the dump, and the history replayed to a viewer that attaches
+//! late, can hold records of a communicator whose slot a later one took (10 s after its
+//! finalize). Before, such records named their communicator by number only ("comm none"
+//! lanes, no hash): the dump and the viewer's Meta listed the slots as they were at the time.
+//! Takes 10 s (`REUSE_AFTER_NS`).
 
 mod common;
 
@@ -20,7 +21,6 @@ fn a_dump_names_the_communicators_whose_slots_were_reused() {
     // SAFETY: set before the plugin's first init; no other thread reads env yet.
     unsafe {
         std::env::set_var("NCCLPROF_DIR", dir.path().join("rdv"));
-        std::env::set_var("NCCLPROF_NO_LISTEN", "1");
         std::env::set_var("NCCL_PROFILE_DUMP_FILE", &prefix);
     }
     let lib = load();
@@ -60,6 +60,33 @@ fn a_dump_names_the_communicators_whose_slots_were_reused() {
         "no slot came back"
     );
     coll(new, c"ReduceScatter");
+    // A viewer attaching now is replayed every record, and told every communicator they name.
+    let viewer = TestViewer::attach(&dir.path().join("rdv"), std::process::id());
+    assert!(
+        wait_for(Duration::from_secs(10), || viewer.records().len()
+            >= MAX_CONTEXTS),
+        "replayed {} records",
+        viewer.records().len()
+    );
+    let told: std::collections::HashMap<u32, String> = viewer
+        .frames
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|f| match f {
+            ncclprof_shared::wire::Frame::Meta(m) => Some(m.comms.clone()),
+            _ => None,
+        })
+        .flatten()
+        .map(|c| (c.index, c.name))
+        .collect();
+    for r in viewer.records() {
+        let name = told
+            .get(&r.comm)
+            .unwrap_or_else(|| panic!("the viewer was not told comm {}: {r:?}", r.comm));
+        assert!(name == "old" || name == "new", "{name}");
+    }
+    drop(viewer);
     finalize(new);
     finalize(keeper); // the last: writes the dump
 
