@@ -326,12 +326,18 @@ fn write_in_flight<R>(
             sep(out)?;
             write!(
                 out,
-                "{{\"ph\":\"X\",\"name\":{},\"cat\":\"InFlight\",\"pid\":{tpid},\"tid\":{TID_OPS},\"ts\":{},\"dur\":{},\"args\":{{\"InFlight\":true,\"Kind\":\"{kind}\",\"SeqNum\":{},\"AgeUs\":{},\"StepsDone\":{},\"ChannelsDone\":{},\"nChannels\":{},\"Rank\":{}}}}}",
+                "{{\"ph\":\"X\",\"name\":{},\"cat\":\"InFlight\",\"pid\":{tpid},\"tid\":{TID_OPS},\"ts\":{},\"dur\":{},\"args\":{{\"InFlight\":true,\"Kind\":\"{kind}\",\"SeqNum\":{},\"AgeUs\":{},\"RunningUs\":{},\"StepsDone\":{},\"ChannelsDone\":{},\"nChannels\":{},\"Rank\":{}}}}}",
                 Js(&format!("{name} (in flight)")),
                 us(o.start_ns),
                 us(f.at_ns.saturating_sub(o.start_ns)),
                 o.seq,
                 us(f.at_ns.saturating_sub(o.start_ns)),
+                // Since it started to run; null while queued (or not known).
+                if o.exec_start_ns > 0 {
+                    us(f.at_ns.saturating_sub(o.exec_start_ns)).to_string()
+                } else {
+                    "null".to_string()
+                },
                 o.steps_done.iter().map(|&s| u64::from(s)).sum::<u64>(),
                 o.channels_done,
                 o.n_channels,

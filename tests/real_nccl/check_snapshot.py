@@ -25,7 +25,9 @@ rec = [e["args"]["ncclprof"] | {"cat": e["cat"], "args": e["args"]} for e in evs
 hung = sorted((e for e in evs if e["cat"] == "InFlight"), key=lambda e: -e["args"]["AgeUs"])
 for e in hung[:8]:
     a = e["args"]
-    print(f"  in flight at the snapshot: rank {a['Rank']} {e['name']} seq {a['SeqNum']} for {a['AgeUs'] / 1e6:.2f} s, "
+    run = a.get("RunningUs")
+    ran = f" (running {run / 1e6:.2f} s)" if run is not None else " (not started)"
+    print(f"  in flight at the snapshot: rank {a['Rank']} {e['name']} seq {a['SeqNum']} for {a['AgeUs'] / 1e6:.2f} s{ran}, "
           f"{a['ChannelsDone']}/{a['nChannels']} channels done, {a['StepsDone']} steps done")
 print(f"  in flight at the snapshot: {len(hung)} ops" + (", oldest 8 above" if len(hung) > 8 else ""))
 by = collections.Counter((r["proc"], r["rank"], r["cat"]) for r in rec)

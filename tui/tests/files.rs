@@ -139,6 +139,8 @@ fn a_hung_jobs_snapshot_shows_what_it_hangs_on_in_perfetto_and_in_open() {
     assert_eq!(h["name"], "AllReduce (in flight)");
     assert_eq!(h["args"]["SeqNum"], f.seqs);
     assert_eq!(h["args"]["AgeUs"].as_f64().unwrap(), 5_000_000.0);
+    // Running since its kernel started, 50 µs after its start (the fixture's).
+    assert_eq!(h["args"]["RunningUs"].as_f64().unwrap(), 4_999_950.0);
     assert_eq!(h["dur"].as_f64().unwrap(), 5_000_000.0);
     assert_eq!(h["args"]["StepsDone"], 1);
     assert_eq!(h["args"]["ChannelsDone"], 1);
