@@ -55,11 +55,10 @@ struct Open {
     /// Earliest child start: kernels (GPU time) if any, else ProxyOp InProgress.
     exec_min: u64,
     kernel_min: u64,
-    /// Coll/P2p, while open: host time of its first kernel channel's start callback, and of
-    /// its first ProxyOp's InProgress (u64::MAX = none yet). For the in-flight summary: an op
-    /// that has started running is timed from then ([`OpenOp::exec_start_ns`]).
+    /// Coll/P2p, while open: host time of its first kernel channel's start callback
+    /// (u64::MAX = none yet). For the in-flight summary: an op that has started running is
+    /// timed from then ([`OpenOp::exec_start_ns`]).
     kernel_started: u64,
-    progress_started: u64,
     last_activity: u64,
     /// ProxyOp: progressed (InProgress or a legacy state seen).
     progressed: bool,
@@ -86,17 +85,18 @@ struct Open {
 }
 
 impl Open {
-    /// When this open Coll/P2p started to run, for the in-flight summary (0 = not yet):
-    /// its first kernel's start where kernel channels are expected (before that, a ProxyOp
-    /// may progress while the GPU is still busy with what precedes the op on its stream),
-    /// else its first ProxyOp's progress.
+    /// When this open Coll/P2p started to run, for the in-flight summary (0 = not yet, or not
+    /// known): its first kernel channel's start. Not its ProxyOps' progress: a ProxyOp
+    /// progresses as soon as it is posted, while the GPU may still be busy with what precedes
+    /// the op on its stream, and the viewer compares this time with its peers' run times
+    /// (from their first kernel); nor only when the mask in force expects kernels (the mask
+    /// NCCL copied into the op decides, and a review found the two disagreeing).
     fn exec_started(&self) -> u64 {
-        let t = if self.kernels_expected > 0 {
-            self.kernel_started
+        if self.kernel_started == u64::MAX {
+            0
         } else {
-            self.progress_started
-        };
-        if t == u64::MAX { 0 } else { t }
+            self.kernel_started
+        }
     }
 
     fn new(rec: EventRecord, now: u64) -> Open {
@@ -113,7 +113,6 @@ impl Open {
             exec_min: u64::MAX,
             kernel_min: u64::MAX,
             kernel_started: u64::MAX,
-            progress_started: u64::MAX,
             last_activity: now,
             progressed: false,
             swept: false,
@@ -950,7 +949,6 @@ impl<S: Sink> Completion<S> {
                     p.unprogressed = p.unprogressed.saturating_sub(1);
                 }
                 p.last_activity = ns;
-                p.progress_started = p.progress_started.min(ns);
             }
         }
     }
@@ -1992,9 +1990,9 @@ mod tests {
     }
 
     /// The in-flight summary says when an open collective started to run: its first kernel
-    /// channel's start where kernels are expected (a ProxyOp progresses as soon as it is
-    /// posted, while the GPU may still be busy with what precedes the op on its stream), else
-    /// its first ProxyOp's progress; 0 before either.
+    /// channel's start, whether or not the mask in force expects kernels (the mask NCCL
+    /// copied into the op decides); a ProxyOp's progress does not count (it progresses as
+    /// soon as it is posted, while the GPU may still be busy with what precedes the op).
     #[test]
     fn in_flight_ops_carry_when_they_started_to_run() {
         let exec = |c: &Completion, f: &Feed| c.in_flight(f.ts, 16).ops[0].exec_start_ns;
@@ -2003,43 +2001,78 @@ mod tests {
             f.push(OP_START, EventKind::ProxyOp, op, coll, 0, [0, 1 << 8, 8, 0]);
             let s = st::PROXY_OP_IN_PROGRESS as u8;
             f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
-            f.ts
         };
-        // Kernel channels on.
-        let mut c = Completion::new(262_144, 1000, 0.0);
-        let mut f = Feed::new();
-        let pass = |c: &mut Completion, f: &mut Feed| {
-            c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
-            c.end_pass(f.ts);
-            c.take(&mut Vec::new());
+        let kernels = |f: &mut Feed, coll: u64| {
+            let at = f.ts + 10;
+            for _ in 0..2 {
+                let k = f.id(EventKind::KernelCh);
+                f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
+            }
+            at
         };
-        let coll = f.coll(2);
-        pass(&mut c, &mut f);
-        assert_eq!(exec(&c, &f), 0, "enqueued only");
-        progress(&mut f, coll);
-        pass(&mut c, &mut f);
-        assert_eq!(
-            exec(&c, &f),
-            0,
-            "a proxy op progressing is not the kernel running"
-        );
-        let kernel_at = f.ts + 10;
-        for _ in 0..2 {
-            let k = f.id(EventKind::KernelCh);
-            f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
+        for signals in [Signals::ALL, PROXY_ONLY] {
+            let mut c = Completion::new(262_144, 1000, 0.0);
+            let mut f = Feed::new();
+            let pass = |c: &mut Completion, f: &mut Feed| {
+                c.pass(std::mem::take(&mut f.items).as_slice(), signals);
+                c.end_pass(f.ts);
+                c.take(&mut Vec::new());
+            };
+            let coll = f.coll(2);
+            pass(&mut c, &mut f);
+            assert_eq!(exec(&c, &f), 0, "enqueued only");
+            progress(&mut f, coll);
+            f.ts += 500_000_000; // the GPU busy with what precedes it
+            pass(&mut c, &mut f);
+            assert_eq!(
+                exec(&c, &f),
+                0,
+                "a proxy op progressing is not the op running"
+            );
+            let kernel_at = kernels(&mut f, coll);
+            pass(&mut c, &mut f);
+            assert_eq!(
+                exec(&c, &f),
+                kernel_at,
+                "{signals:?}: the first kernel's start"
+            );
         }
-        pass(&mut c, &mut f);
-        assert_eq!(exec(&c, &f), kernel_at, "the first kernel channel's start");
-        // Proxy ops only.
+    }
+
+    /// The time the in-flight summary gives an op that runs is the execution start its record
+    /// gets (from a review: with the mask in force not expecting kernels, it was the op's
+    /// proxy progress, 0.5 s before its kernel, where the record has the kernel's start).
+    #[test]
+    fn in_flight_exec_start_is_the_exec_start_its_record_gets() {
         let mut c = Completion::new(262_144, 1000, 0.0);
         let mut f = Feed::new();
-        let coll = f.coll(2);
-        f.run(&mut c);
-        assert_eq!(exec(&c, &f), 0);
-        let progressed_at = progress(&mut f, coll);
-        progress(&mut f, coll);
-        f.run(&mut c);
-        assert_eq!(exec(&c, &f), progressed_at, "the first op's progress");
+        let coll = f.coll(1);
+        let op = f.id(EventKind::ProxyOp);
+        f.push(OP_START, EventKind::ProxyOp, op, coll, 0, [0, 1 << 8, 8, 0]);
+        let s = st::PROXY_OP_IN_PROGRESS as u8;
+        f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+        let mut out = f.run(&mut c); // PROXY_ONLY: the mask in force has no kernel channels
+        f.ts += 500_000_000; // the GPU busy with what precedes it
+        let k = f.id(EventKind::KernelCh);
+        f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
+        let kernel_at = f.ts;
+        out.extend(f.run(&mut c));
+        let in_flight = c.in_flight(f.ts, 16).ops[0].exec_start_ns;
+        f.push(
+            OP_STATE,
+            EventKind::KernelCh,
+            k,
+            0,
+            st::KERNEL_CH_STOP as u8,
+            [0; 4],
+        );
+        f.stop(EventKind::KernelCh, k);
+        f.stop(EventKind::ProxyOp, op);
+        out.extend(f.run(&mut c));
+        out.extend(f.run(&mut c));
+        let rec = out.iter().find(|r| r.id == coll).expect("completed");
+        assert_eq!(rec.p[5], kernel_at);
+        assert_eq!(in_flight, rec.p[5]);
     }
 
     /// Four proxy threads' rings in one big pass (each ring's records in a block, as the drain

@@ -521,34 +521,20 @@ impl Drain {
     /// Send new strings and changed communicators (all of them when `full`). Lossless: what
     /// could not be queued is sent again next pass. Returns whether everything went out.
     fn send_meta(&mut self, full: bool) -> bool {
-        let p = self.p;
         if full {
             self.next_string = 1;
             self.ctx_versions.clear();
             let named = self.completion.sink().comm_ids();
-            self.past_unsent = past_comm_infos(p, &named);
+            self.past_unsent = past_comm_infos(self.p, &named);
         }
-        // Past communicators first, in frames of their own well under the limit (a job
-        // can have thousands).
-        while !self.past_unsent.is_empty() {
-            let mut size = 64;
-            let mut take = 0;
-            for c in &self.past_unsent {
-                size += 64 + c.name.len();
-                if size > wire::MAX_FRAME / 2 && take > 0 {
-                    break;
-                }
-                take += 1;
-            }
-            let chunk = Meta {
-                comms: self.past_unsent[..take].to_vec(),
-                strings: Vec::new(),
-            };
-            if !self.queue_msg(FrameKind::Meta, &chunk) {
-                return false; // the rest next pass
-            }
-            self.past_unsent.drain(..take);
-        }
+        // Past communicators after the slots: a slot read mid-reuse can be listed with its
+        // old id and a reset identity, and the viewer keeps the last it was told.
+        self.send_slots_meta() && self.send_past_meta()
+    }
+
+    /// [`Drain::send_meta`]'s strings and communicators in their slots.
+    fn send_slots_meta(&mut self) -> bool {
+        let p = self.p;
         let slots = p.contexts.slots();
         if self.ctx_versions.len() < slots.len() {
             self.ctx_versions.resize(slots.len(), u32::MAX);
@@ -597,6 +583,31 @@ impl Drain {
                 return true;
             }
         }
+    }
+
+    /// [`Drain::send_meta`]'s past communicators, in frames of their own well under the limit
+    /// (a job can have thousands). What the queue does not take goes next pass.
+    fn send_past_meta(&mut self) -> bool {
+        while !self.past_unsent.is_empty() {
+            let mut size = 64;
+            let mut take = 0;
+            for c in &self.past_unsent {
+                size += 64 + c.name.len();
+                if size > wire::MAX_FRAME / 2 && take > 0 {
+                    break;
+                }
+                take += 1;
+            }
+            let chunk = Meta {
+                comms: self.past_unsent[..take].to_vec(),
+                strings: Vec::new(),
+            };
+            if !self.queue_msg(FrameKind::Meta, &chunk) {
+                return false;
+            }
+            self.past_unsent.drain(..take);
+        }
+        true
     }
 
     /// Stream history from the viewer's cursor, as many frames as the queue takes now; with

@@ -217,9 +217,9 @@ pub struct OpenOp {
     /// String id of the function.
     pub func: u16,
     pub start_ns: u64,
-    /// When it started to run, host ns (0 = not yet, or not known): its first kernel channel's
-    /// start where its kernels are profiled, else its first ProxyOp's progress. Ops queued
-    /// behind others, on the GPU's stream or on a connection, have not.
+    /// When it started to run, host ns (0 = not yet, or not known): its first kernel
+    /// channel's start callback. Ops queued behind others on the GPU's stream have not; nor
+    /// has any op whose kernel channels are not profiled (not known).
     pub exec_start_ns: u64,
     /// Proxy steps completed so far, per channel (index = channel id).
     pub steps_done: Vec<u32>,
