@@ -1,6 +1,6 @@
 //! A hung collective is visible as hung: rank 1 never finishes AllReduce seq 3; the plugin's
-//! periodic in-flight summary keeps reporting it, with its age growing, while the other
-//! ranks' ops complete.
+//! periodic in-flight summary keeps reporting it, with its age growing and the time it
+//! started to run, while the other ranks' ops complete.
 
 use std::time::Duration;
 
@@ -48,6 +48,12 @@ fn hung_allreduce_is_reported_in_flight_with_growing_age() {
                     None => first = Some((s.at_ns, op.start_ns)),
                     Some((t0, start)) if s.at_ns > t0 + 500_000_000 => {
                         assert_eq!(op.start_ns, start, "same op");
+                        // Its kernel channels started (they never stop): it is running, and
+                        // the viewer times its hang from then.
+                        assert!(
+                            op.exec_start_ns >= op.start_ns && op.exec_start_ns < s.at_ns,
+                            "{op:?}"
+                        );
                         return true;
                     }
                     _ => {}
