@@ -1,5 +1,7 @@
 //! Read-only window queries: the only API the views and the snapshot writer use.
 
+use std::collections::HashMap;
+
 use ncclprof_shared::kind::{EventKind, StepPhase};
 
 use super::analysis;
@@ -252,11 +254,15 @@ impl Store {
             .filter(|o| self.still_open(row.key.proc, o))
             .collect();
         open.sort_by_key(|o| (o.start, o.seq));
+        // Medians once per function: a deep queue lists hundreds of ops of one function.
+        let mut medians: HashMap<u16, (Option<u64>, Option<u64>)> = HashMap::new();
         open.into_iter()
             .enumerate()
             .map(|(i, o)| {
                 let func = p.string(o.func).to_string();
-                let (med_run, med_total) = self.peer_medians(comm, &func);
+                let (med_run, med_total) = *medians
+                    .entry(o.func)
+                    .or_insert_with(|| self.peer_medians(comm, &func));
                 let age = now.saturating_sub(o.start);
                 let running = (o.exec_start > 0).then(|| now.saturating_sub(o.exec_start));
                 let (hung, med) = match running {
