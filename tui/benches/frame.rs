@@ -1,6 +1,7 @@
 //! Frame time (p50 / p99 / max over 200 frames) per view with 1 M and 10 M retained events,
 //! bytes per retained event by type and resident memory, and the same at a 512 MiB memory cap
-//! after 30 M events (plain timing; run
+//! after 30 M events, and the timeline with a deep queue in flight on every rank (plain
+//! timing; run
 //! `cargo bench -p ncclprof-tui --bench frame`; `FRAME_EVENTS=N` for one size only).
 //! Rendering cost must depend on the visible window, not on what is retained.
 
@@ -8,7 +9,7 @@ use std::time::Instant;
 
 use ncclprof_shared::kind::EventKind;
 use ncclprof_shared::record::{EventRecord, F_SEND, pack_strings};
-use ncclprof_shared::wire::{CommInfo, Frame, Meta};
+use ncclprof_shared::wire::{CommInfo, Frame, InFlight, Meta, OpenOp};
 use ncclprof_tui::app::App;
 use ncclprof_tui::model::ingest;
 use ncclprof_tui::model::store::Store;
@@ -18,6 +19,8 @@ use ratatui::backend::TestBackend;
 
 const RANKS: i32 = 64;
 const FRAMES: usize = 200;
+/// Open ops an in-flight summary lists (the plugin's drain lists the oldest 512).
+const MAX_OPEN_LISTED: usize = 512;
 
 /// Resident memory of this process (kB from /proc), in MiB.
 fn rss_mib() -> f64 {
@@ -199,23 +202,59 @@ fn run(total: usize, cap: usize) {
         per(colls),
         colls.0
     );
+    let newest = 1_000_000_000 + (per_rank / 89) as u64 * 1_000_000; // after the last op
     let mut app = App::new(st, true, String::new());
     let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
     // Wall time is what a user sees; thread CPU time is the same frame without the time this
     // thread spent descheduled (the machine is shared).
     println!("| view | window | p50 ms | p99 ms | max ms | p99 CPU ms |");
     println!("|---|---|---|---|---|---|");
-    for (view, span) in [
-        (ViewId::Timeline, 200_000_000u64),
-        (ViewId::Timeline, 10_000_000_000),
-        (ViewId::Channels, 200_000_000),
-        (ViewId::Channels, 10_000_000_000),
-        (ViewId::Proxy, 200_000_000),
-        (ViewId::Proxy, 10_000_000_000),
-        (ViewId::Stats, 200_000_000),
-        (ViewId::Stats, 10_000_000_000),
-        (ViewId::Mask, 200_000_000),
+    for (view, span, in_flight) in [
+        (ViewId::Timeline, 200_000_000u64, false),
+        (ViewId::Timeline, 10_000_000_000, false),
+        (ViewId::Channels, 200_000_000, false),
+        (ViewId::Channels, 10_000_000_000, false),
+        (ViewId::Proxy, 200_000_000, false),
+        (ViewId::Proxy, 10_000_000_000, false),
+        (ViewId::Stats, 200_000_000, false),
+        (ViewId::Stats, 10_000_000_000, false),
+        (ViewId::Mask, 200_000_000, false),
+        // A deep queue in flight: every rank lists as many open ops as a summary holds, the
+        // oldest running for 2 s (hung), and the timeline draws and judges each.
+        (ViewId::Timeline, 200_000_000, true),
+        (ViewId::Timeline, 10_000_000_000, true),
     ] {
+        if in_flight && app.store.procs.iter().all(|p| p.open_ops.is_empty()) {
+            for r in 0..RANKS {
+                let src = r as u32 + 1;
+                let ops = (0..MAX_OPEN_LISTED as u64)
+                    .map(|i| OpenOp {
+                        comm: 0,
+                        rank: r,
+                        kind: EventKind::Coll as u8,
+                        id: 1 << 40 | i,
+                        seq: 1 << 40 | i,
+                        func: 1,
+                        start_ns: newest + i * 1_000,
+                        exec_start_ns: if i == 0 { newest + 1_000 } else { 0 },
+                        steps_done: vec![0; 8],
+                        channels_done: 0,
+                        n_channels: 8,
+                    })
+                    .collect();
+                let f = Frame::InFlight(InFlight {
+                    at_ns: newest + 2_000_000_000,
+                    ops,
+                    total: MAX_OPEN_LISTED as u32,
+                });
+                ingest::apply_frame(&mut app.store, src, 1000 + src, f);
+            }
+        }
+        let view_name = if in_flight {
+            format!("{} ({MAX_OPEN_LISTED} in flight per rank)", view.title())
+        } else {
+            view.title().to_string()
+        };
         app.view = view;
         app.tl.span = span;
         app.tl.follow = true;
@@ -232,7 +271,7 @@ fn run(total: usize, cap: usize) {
         let pct = |v: &[f64], p: usize| v[(v.len() * p / 100).min(v.len() - 1)];
         println!(
             "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
-            view.title(),
+            view_name,
             ncclprof_tui::model::units::dur(span),
             pct(&wall, 50),
             pct(&wall, 99),

@@ -95,13 +95,29 @@ fn the_running_head_of_a_deep_queue_is_hung_after_ten_run_times() {
         assert_eq!(o.running_ns, None, "{o:?}");
         assert!(!o.hung, "{o:?}");
     }
-    let text = timeline_text(st);
+    let text = timeline_text(st.clone());
     assert!(
         text.contains("HUNG: rank 0 AllReduce seq 100200 running 1.20s (peers' median run"),
         "{text}"
     );
     assert!(text.contains("enqueued 2.60s ago"), "{text}");
     assert!(!text.contains("(+"), "only the running op is hung: {text}");
+    // Following live, the last second: its bar and tag show on rank 0's row, over the bars
+    // of the two queued behind it.
+    let mut app = App::new(st, true, String::new());
+    app.on_data();
+    app.tl.follow = true;
+    app.tl.span = 1_000 * MS;
+    let text = format!("{}", render(&app, 160, 14).backend());
+    let row = text
+        .lines()
+        .find(|l| l.contains(" r0 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("▓ HUNG "), "{row}");
+    assert!(
+        !row.contains('▒'),
+        "queued ops hidden behind the running one: {row}"
+    );
 }
 
 /// Half the queue has run (1.4 s) and the next op has run 3 ms: nothing is hung, though 200

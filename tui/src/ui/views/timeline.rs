@@ -109,64 +109,68 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         if let Some((m, st)) = mark {
             put(buf, area.x + LABEL - 1, y, m, st, 1);
         }
-        // In-flight ops first, so completed ops draw over them; skip those already completed.
-        for o in s.open_ops(app.comm, r) {
-            if !app.passes(&o.func) {
-                continue;
+        // In-flight ops first, so completed ops draw over them (`open_ops` leaves out those
+        // completed since the summary), then the hung ones over the rest, with their tags.
+        let open: Vec<_> = s
+            .open_ops(app.comm, r)
+            .into_iter()
+            .filter(|o| app.passes(&o.func))
+            .map(|o| {
+                let a = col(o.row.start, from, span, tw);
+                let b = col(o.row.start + o.age_ns, from, span, tw)
+                    .max(a + 1)
+                    .min(tw);
+                (a, b, o)
+            })
+            .collect();
+        for hung in [false, true] {
+            // Oldest first, so a later op shows where bars overlap; all end now, so each
+            // op's visible part ends where a later one's begins. Painted newest first,
+            // each cell once: a deep queue lists 512 ops, each a bar to now.
+            let mut lo = tw;
+            for (a, b, o) in open.iter().rev().filter(|(.., o)| o.hung == hung) {
+                let (g, st) = if hung {
+                    ('▓', th.bad())
+                } else {
+                    ('▒', th.func(&o.func))
+                };
+                for c in *a..(*b).min(lo) {
+                    if let Some(cell) = buf.cell_mut((x0 + c, y)) {
+                        cell.set_char(g).set_style(st);
+                    }
+                }
+                lo = lo.min(*a);
             }
-            let done = r.lane.is_some_and(|lane| {
-                s.op(crate::model::query::OpKey {
-                    lane,
-                    id: o.row.id,
-                    start: o.row.start,
-                })
-                .is_some()
+        }
+        for (a, b, o) in open.iter().filter(|(.., o)| o.hung) {
+            let tag = " HUNG ";
+            let tx = (x0 + b).saturating_sub(tag.len() as u16).max(x0 + a);
+            put(
+                buf,
+                tx,
+                y,
+                tag,
+                th.bad().patch(th.selected()),
+                area.right() - tx,
+            );
+            let median = o.peer_median.map_or("n/a".into(), units::dur);
+            hung_msgs.push(match o.running_ns {
+                Some(run) => format!(
+                    "HUNG: rank {} {} seq {} running {} (peers' median run {median}; enqueued {} ago)",
+                    r.rank,
+                    o.func,
+                    o.row.seq,
+                    units::dur(run),
+                    units::dur(o.age_ns),
+                ),
+                None => format!(
+                    "HUNG: rank {} {} seq {} in flight {}, not started (peers' median {median})",
+                    r.rank,
+                    o.func,
+                    o.row.seq,
+                    units::dur(o.age_ns),
+                ),
             });
-            if done {
-                continue;
-            }
-            let a = col(o.row.start, from, span, tw);
-            let b = col(o.row.start + o.age_ns, from, span, tw)
-                .max(a + 1)
-                .min(tw);
-            let (g, st) = if o.hung {
-                ('▓', th.bad())
-            } else {
-                ('▒', th.func(&o.func))
-            };
-            for c in a..b {
-                buf.set_string(x0 + c, y, g.to_string(), st);
-            }
-            if o.hung {
-                let tag = " HUNG ";
-                let tx = (x0 + b).saturating_sub(tag.len() as u16).max(x0 + a);
-                put(
-                    buf,
-                    tx,
-                    y,
-                    tag,
-                    th.bad().patch(th.selected()),
-                    area.right() - tx,
-                );
-                let median = o.peer_median.map_or("n/a".into(), units::dur);
-                hung_msgs.push(match o.running_ns {
-                    Some(run) => format!(
-                        "HUNG: rank {} {} seq {} running {} (peers' median run {median}; enqueued {} ago)",
-                        r.rank,
-                        o.func,
-                        o.row.seq,
-                        units::dur(run),
-                        units::dur(o.age_ns),
-                    ),
-                    None => format!(
-                        "HUNG: rank {} {} seq {} in flight {}, not started (peers' median {median})",
-                        r.rank,
-                        o.func,
-                        o.row.seq,
-                        units::dur(o.age_ns),
-                    ),
-                });
-            }
         }
         row(app, th, r, &strag, (from, span, cell), (x0, y, tw), buf);
     }
