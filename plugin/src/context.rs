@@ -58,6 +58,11 @@ pub struct PastComm {
     pub api: u32,
 }
 
+/// The id records carry for slot `i` in generation `generation` ([`Contexts::wire_id`]).
+pub fn wire_id_of(i: u32, generation: u32) -> u32 {
+    i.wrapping_add((MAX_CONTEXTS as u32).wrapping_mul(generation))
+}
+
 /// Most past communicators kept (the newest; 32 B each). A job that makes a communicator a
 /// minute keeps the last 2.8 days'.
 pub const MAX_PAST: usize = 4096;
@@ -139,6 +144,9 @@ impl Contexts {
             }
             self.remember(i as u32);
             s.generation.fetch_add(1, Ordering::AcqRel);
+            // A reader that sees any identity field reset below sees the new generation
+            // too (it checks the generation around its reads: `stream::comm_infos`).
+            std::sync::atomic::fence(Ordering::Release);
             fresh(s);
             return Some(i as u32);
         }
@@ -173,9 +181,7 @@ impl Contexts {
     /// The communicator id records and Meta carry for slot `i`: unique across reuses.
     pub fn wire_id(&self, i: u32) -> u32 {
         match self.get(i) {
-            Some(s) => i.wrapping_add(
-                (MAX_CONTEXTS as u32).wrapping_mul(s.generation.load(Ordering::Acquire)),
-            ),
+            Some(s) => wire_id_of(i, s.generation.load(Ordering::Acquire)),
             None => u32::MAX,
         }
     }

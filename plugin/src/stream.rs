@@ -183,15 +183,23 @@ pub fn comm_infos(p: &Plugin) -> Vec<CommInfo> {
         .iter()
         .enumerate()
         .filter(|(_, s)| s.used.load(Ordering::Acquire))
-        .map(|(i, s)| CommInfo {
-            index: p.contexts.wire_id(i as u32),
-            comm_hash: s.comm_hash.load(Ordering::Relaxed),
-            name: p.string(s.name_id.load(Ordering::Relaxed)),
-            nranks: s.nranks.load(Ordering::Relaxed),
-            nnodes: s.nnodes.load(Ordering::Relaxed),
-            rank: s.rank.load(Ordering::Relaxed),
-            api_version: s.api.load(Ordering::Relaxed),
-            finalized: s.finalized.load(Ordering::Relaxed),
+        .filter_map(|(i, s)| {
+            let generation = s.generation.load(Ordering::Acquire);
+            let info = CommInfo {
+                index: crate::context::wire_id_of(i as u32, generation),
+                comm_hash: s.comm_hash.load(Ordering::Relaxed),
+                name: p.string(s.name_id.load(Ordering::Relaxed)),
+                nranks: s.nranks.load(Ordering::Relaxed),
+                nnodes: s.nnodes.load(Ordering::Relaxed),
+                rank: s.rank.load(Ordering::Relaxed),
+                api_version: s.api.load(Ordering::Relaxed),
+                finalized: s.finalized.load(Ordering::Relaxed),
+            };
+            // Reused while being read: the old id with the next communicator's reset
+            // identity, which a viewer would keep. Left out; the next Meta (its version
+            // moved) describes the new one, and the old one is remembered (`PastComm`).
+            std::sync::atomic::fence(Ordering::Acquire);
+            (s.generation.load(Ordering::Relaxed) == generation).then_some(info)
         })
         .collect()
 }
