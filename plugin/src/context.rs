@@ -34,6 +34,22 @@ pub struct Slot {
     pub retired: AtomicU32,
 }
 
+impl Slot {
+    /// Its communicator's identity, under the id `wire_id` (fields read relaxed: a caller
+    /// that races a reuse checks the generation around it, as `stream::comm_infos` does).
+    pub fn identity(&self, wire_id: u32) -> SlotIdentity {
+        SlotIdentity {
+            wire_id,
+            comm_hash: self.comm_hash.load(Ordering::Relaxed),
+            name_id: self.name_id.load(Ordering::Relaxed),
+            nranks: self.nranks.load(Ordering::Relaxed),
+            nnodes: self.nnodes.load(Ordering::Relaxed),
+            rank: self.rank.load(Ordering::Relaxed),
+            api: self.api.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// A finalized communicator's slot is reused once the drain retired it, and never sooner
 /// than this after its finalize (a late callback on its context must not land on a new
 /// communicator); the caller may ask for longer ([`Contexts::claim`]).
@@ -43,11 +59,12 @@ pub const REUSE_MIN_NS: u64 = 1_000_000_000;
 /// or stopped): its records have long been drained or lost by then.
 pub const REUSE_AFTER_NS: u64 = 10_000_000_000;
 
-/// A communicator whose slot was claimed again: its records (carrying its wire id) may still
-/// be in the history, which is not aged when a dump file is asked for, so the dump needs its
-/// identity after the slot holds another one's.
+/// A slot's communicator as read at one moment ([`Slot::identity`]): what Meta describes it
+/// by, and what is kept of it when its slot is claimed again ([`Contexts::past`]), since its
+/// records (carrying its wire id) may still be in the history, which is not aged when a
+/// dump file is asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PastComm {
+pub struct SlotIdentity {
     /// [`Contexts::wire_id`] of the slot in that generation.
     pub wire_id: u32,
     pub comm_hash: u64,
@@ -71,7 +88,7 @@ pub struct Contexts {
     slots: Box<[Slot]>,
     /// Communicators whose slots were reused, oldest first, at most [`MAX_PAST`]. Locked only
     /// when a slot is reused (a communicator's init) and when a dump is written.
-    past: std::sync::Mutex<std::collections::VecDeque<PastComm>>,
+    past: std::sync::Mutex<std::collections::VecDeque<SlotIdentity>>,
 }
 
 impl Default for Contexts {
@@ -153,18 +170,10 @@ impl Contexts {
         None
     }
 
-    /// Keep the identity slot `i` holds now, before it is reused (see [`PastComm`]).
+    /// Keep the identity slot `i` holds now, before it is reused (see [`SlotIdentity`]).
     fn remember(&self, i: u32) {
         let Some(s) = self.get(i) else { return };
-        let c = PastComm {
-            wire_id: self.wire_id(i),
-            comm_hash: s.comm_hash.load(Ordering::Relaxed),
-            name_id: s.name_id.load(Ordering::Relaxed),
-            nranks: s.nranks.load(Ordering::Relaxed),
-            nnodes: s.nnodes.load(Ordering::Relaxed),
-            rank: s.rank.load(Ordering::Relaxed),
-            api: s.api.load(Ordering::Relaxed),
-        };
+        let c = s.identity(self.wire_id(i));
         let mut past = self.past.lock().unwrap_or_else(|e| e.into_inner());
         if past.len() == MAX_PAST {
             past.pop_front();
@@ -173,7 +182,7 @@ impl Contexts {
     }
 
     /// Communicators whose slots were reused, oldest first (the newest [`MAX_PAST`]).
-    pub fn past(&self) -> Vec<PastComm> {
+    pub fn past(&self) -> Vec<SlotIdentity> {
         let past = self.past.lock().unwrap_or_else(|e| e.into_inner());
         past.iter().copied().collect()
     }

@@ -64,13 +64,7 @@ pub fn write(
 fn comms_of(p: &Plugin, records: &[EventRecord]) -> Vec<CommInfo> {
     let mut comms = crate::stream::comm_infos(p);
     let named: std::collections::HashSet<u32> = records.iter().map(|r| r.comm).collect();
-    for info in crate::stream::past_comm_infos(p, &named) {
-        // A slot reused while `comm_infos` read it can be listed with its old id and the
-        // new communicator's (reset) identity: what was remembered at the reuse is right.
-        match comms.iter_mut().find(|k| k.index == info.index) {
-            Some(k) => *k = info,
-            None => comms.push(info),
-        }
-    }
+    // Past ids (older generations) are never a slot's current one.
+    comms.extend(crate::stream::past_comm_infos(p, &named));
     comms
 }

@@ -28,7 +28,7 @@ use ncclprof_shared::wire::{
 use crate::Plugin;
 use crate::clock::{Calibration, now_raw};
 use crate::completion::{Completion, PassRecords, SignalsWatch};
-use crate::context::Contexts;
+use crate::context::{Contexts, SlotIdentity};
 use crate::history::History;
 use crate::ring::Ring;
 use crate::ring::{OP_START, RF_PHASES, Raw};
@@ -185,43 +185,41 @@ pub fn comm_infos(p: &Plugin) -> Vec<CommInfo> {
         .filter(|(_, s)| s.used.load(Ordering::Acquire))
         .filter_map(|(i, s)| {
             let generation = s.generation.load(Ordering::Acquire);
-            let info = CommInfo {
-                index: crate::context::wire_id_of(i as u32, generation),
-                comm_hash: s.comm_hash.load(Ordering::Relaxed),
-                name: p.string(s.name_id.load(Ordering::Relaxed)),
-                nranks: s.nranks.load(Ordering::Relaxed),
-                nnodes: s.nnodes.load(Ordering::Relaxed),
-                rank: s.rank.load(Ordering::Relaxed),
-                api_version: s.api.load(Ordering::Relaxed),
-                finalized: s.finalized.load(Ordering::Relaxed),
-            };
+            let id = s.identity(crate::context::wire_id_of(i as u32, generation));
+            let finalized = s.finalized.load(Ordering::Relaxed);
             // Reused while being read: the old id with the next communicator's reset
             // identity, which a viewer would keep. Left out; the next Meta (its version
-            // moved) describes the new one, and the old one is remembered (`PastComm`).
+            // moved) describes the new one, and the old one is remembered (`Contexts::past`).
             std::sync::atomic::fence(Ordering::Acquire);
-            (s.generation.load(Ordering::Relaxed) == generation).then_some(info)
+            (s.generation.load(Ordering::Relaxed) == generation)
+                .then(|| comm_info(p, &id, finalized))
         })
         .collect()
 }
 
+/// What Meta says of a communicator.
+fn comm_info(p: &Plugin, c: &SlotIdentity, finalized: bool) -> CommInfo {
+    CommInfo {
+        index: c.wire_id,
+        comm_hash: c.comm_hash,
+        name: p.string(c.name_id),
+        nranks: c.nranks,
+        nnodes: c.nnodes,
+        rank: c.rank,
+        api_version: c.api,
+        finalized,
+    }
+}
+
 /// Communicators whose slots were reused since and that `named` (ids records carry) names,
-/// as they were (see [`crate::context::PastComm`]): the history, unaged when a dump file is
+/// as they were (see [`Contexts::past`]): the history, unaged when a dump file is
 /// asked for, can hold their records.
 pub fn past_comm_infos(p: &Plugin, named: &std::collections::HashSet<u32>) -> Vec<CommInfo> {
     p.contexts
         .past()
         .into_iter()
         .filter(|c| named.contains(&c.wire_id))
-        .map(|c| CommInfo {
-            index: c.wire_id,
-            comm_hash: c.comm_hash,
-            name: p.string(c.name_id),
-            nranks: c.nranks,
-            nnodes: c.nnodes,
-            rank: c.rank,
-            api_version: c.api,
-            finalized: true,
-        })
+        .map(|c| comm_info(p, &c, true))
         .collect()
 }
 
@@ -535,8 +533,7 @@ impl Drain {
             let named = self.completion.sink().comm_ids();
             self.past_unsent = past_comm_infos(self.p, &named);
         }
-        // Past communicators after the slots: a slot read mid-reuse can be listed with its
-        // old id and a reset identity, and the viewer keeps the last it was told.
+        // (Past and current ids never coincide: the order does not matter.)
         self.send_slots_meta() && self.send_past_meta()
     }
 
