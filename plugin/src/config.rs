@@ -8,6 +8,7 @@
 //! | `NCCLPROF_DISABLE` | unset | `1`: profile nothing (init returns a NULL context) |
 //! | `NCCLPROF_NO_LISTEN` | unset | `1`: capture but publish no rendezvous entry (no viewer can attach) |
 //! | `NCCLPROF_RING_EVENTS` | 65536 | capture-ring slots per NCCL thread (64 B each, 4 MiB; plus 64 KiB of open ProxySteps' states) |
+//! | `NCCLPROF_RING_MAX_EVENTS` | 262144 | the most slots a ring grows to when the drain finds it more than half full (16 MiB reserved per ring, touched only as it grows; at least `NCCLPROF_RING_EVENTS`; equal to it: no growth) |
 //! | `NCCLPROF_MAX_THREADS` | 128 | capture rings (NCCL threads that can record at once) |
 //! | `NCCLPROF_DRAIN_US` | 2000 | drain-thread period |
 //! | `NCCLPROF_HISTORY_MS` | 5000 | recent history kept for a viewer that attaches late (not aged when a dump file is asked for) |
@@ -28,6 +29,7 @@ pub struct Config {
     pub disable: bool,
     pub no_listen: bool,
     pub ring_events: usize,
+    pub ring_max_events: usize,
     pub max_threads: usize,
     pub drain_us: u64,
     pub history_ms: u64,
@@ -78,6 +80,7 @@ impl Config {
             disable: flag("NCCLPROF_DISABLE"),
             no_listen: flag("NCCLPROF_NO_LISTEN"),
             ring_events: num("NCCLPROF_RING_EVENTS", 65536usize),
+            ring_max_events: num("NCCLPROF_RING_MAX_EVENTS", 262_144usize),
             max_threads: num("NCCLPROF_MAX_THREADS", 128usize),
             drain_us: num("NCCLPROF_DRAIN_US", 2000u64).clamp(100, 20_000),
             history_ms: num("NCCLPROF_HISTORY_MS", 5000u64),

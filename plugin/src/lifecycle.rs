@@ -60,20 +60,27 @@ fn create() -> Option<&'static Plugin> {
     // counts it all: rather than profiling nothing, fall back to smaller rings (more drops
     // at very high rates, each one counted) and say so.
     let mut ring_events = cfg.ring_events;
+    let mut ring_max = cfg.ring_max_events.max(ring_events);
     let rings = loop {
-        match ring::RingPool::new(cfg.max_threads, ring_events) {
+        match ring::RingPool::growing(cfg.max_threads, ring_events, ring_max) {
             Some(r) => break r,
-            None if ring_events > 4096 => ring_events /= 2,
+            // Less room to grow first, then smaller rings.
+            None if ring_max > ring_events => ring_max = (ring_max / 2).max(ring_events),
+            None if ring_events > 4096 => {
+                ring_events /= 2;
+                ring_max = ring_events;
+            }
             None => {
                 nccl_log::warn("could not allocate capture rings; profiling disabled");
                 return None;
             }
         }
     };
-    if ring_events != cfg.ring_events {
+    if ring_events != cfg.ring_events || ring_max < cfg.ring_max_events.max(cfg.ring_events) {
         nccl_log::warn(&format!(
-            "capture rings reduced to {ring_events} slots per thread (could not map {})",
-            cfg.ring_events
+            "capture rings reduced to {ring_events} slots per thread, growing to at most \
+             {ring_max} (could not map {} growing to {})",
+            cfg.ring_events, cfg.ring_max_events
         ));
     }
     let cal = crate::clock::Calibration::start(cfg.force_monotonic);
@@ -297,7 +304,7 @@ pub fn finalize(ctx: *mut c_void) {
         };
         let history = flush(p, true, wait);
         let limits = summary::Limits {
-            ring_slots: p.rings.rings().first().map_or(0, ring::Ring::capacity),
+            ring_slots: p.rings.initial_slots(),
             ring_slots_asked: p.config.ring_events,
             rings: p.rings.rings().len(),
             rings_asked: p.config.max_threads,

@@ -11,6 +11,15 @@
 //! ([`Ring::populate_ahead`]): a first touch of an anonymous page is a kernel entry (2–10 µs
 //! in a VM), and without this every NCCL thread took one per 64 records until its ring had
 //! wrapped once — 0.5–3 s of system time in a 64-rank fake job.
+//!
+//! A ring grows when the drain finds it more than half full (up to `NCCLPROF_RING_MAX_EVENTS`,
+//! reserved at init): a ring is a time budget — how long the drain may be kept off a CPU
+//! before its thread drops — and a busy thread on a crowded host needs more of it than the
+//! default's 4 MiB gives, while most threads never need more. The drain faults the larger
+//! ring's pages in first, then offers it ([`Ring::want_room`]); the producer switches to it at
+//! its next wrap that falls on a multiple of the new size, so the records still unread lie at
+//! the end of the old ring and the new ones start at slot 0 (see [`Producer`]). Nothing moves,
+//! nothing is copied, and the producer's extra work is one predictable branch per push.
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -66,6 +75,23 @@ const RETIRED: u32 = 2;
 #[repr(align(64))]
 struct Padded<T>(T);
 
+/// The producer's own view of its ring (owner-only while OWNED, like `Ring::seq`).
+///
+/// After a growth from `C` to `2C` slots at sequence number `switched_at` (a multiple of
+/// `2C`), records before it lie at `seq % C`, the last of them in slot `C - 1`, and records
+/// from it on at `seq % 2C`, from slot 0. While any of the old ones is unread the ring may
+/// hold no more than `C` records (`limit`), so the new ones, filling slots from 0, stop short
+/// of the oldest unread one; once the drain has read past the switch the whole `2C` is free.
+#[derive(Clone, Copy, Debug)]
+struct Producer {
+    /// Slot mask for the records written now.
+    mask: u64,
+    /// Most records the ring may hold, less one: `mask`, or the old mask just after a growth.
+    limit: u64,
+    /// Sequence number of the first record written with `mask` after the last growth.
+    switched_at: u64,
+}
+
 /// One thread's ring.
 pub struct Ring {
     head: Padded<AtomicU64>,
@@ -73,13 +99,26 @@ pub struct Ring {
     state: AtomicU32,
     /// Next event-id sequence number of this ring (producer-only while owned).
     seq: UnsafeCell<u64>,
+    producer: UnsafeCell<Producer>,
     /// Records dropped because the ring was full, by kind (producer writes, drain reads).
     dropped: [AtomicU64; EventKind::COUNT],
     /// Stamp of the newest record dropped (0: none yet): tells the drain which open events
     /// may have lost a record (`Completion::ring_dropped`).
     last_drop_ts: AtomicU64,
     index: u32,
-    mask: u64,
+    /// The mask of the largest ring reserved (`NCCLPROF_RING_MAX_EVENTS`).
+    max_mask: u64,
+    /// The mask the drain offers the producer (its pages faulted in): drain writes, producer
+    /// adopts at a wrap. Equal to `read_mask` when no growth is under way.
+    grow_to: AtomicU64,
+    /// Sequence number from which the producer writes with `grow_to`; `u64::MAX` when no
+    /// switch awaits the drain's notice. Producer writes, drain reads and resets.
+    switched_at: AtomicU64,
+    /// The mask of records before `switched_at` (of all records when none): drain-only.
+    read_mask: AtomicU64,
+    /// Slots the drain faults pages in for: the ring's size, or the size it is growing to
+    /// (drain-only).
+    populate_goal: AtomicU64,
     slots: *mut Raw,
     /// The owner's open ProxySteps' states ([`step_phases::SLOTS`] entries, owner-only).
     phases: *mut Phases,
@@ -89,8 +128,8 @@ pub struct Ring {
 }
 
 // SAFETY: `slots` is accessed SPSC-style (producer writes below head, consumer reads between
-// tail and head) with acquire/release ordering; `seq` and `phases` are touched only by the
-// owning thread.
+// tail and head) with acquire/release ordering; `seq`, `producer` and `phases` are touched
+// only by the owning thread.
 unsafe impl Sync for Ring {}
 // SAFETY: as above; the allocation is owned by the pool for the process's lifetime.
 unsafe impl Send for Ring {}
@@ -129,18 +168,48 @@ impl Ring {
     pub fn push(&self, rec: &Raw) -> bool {
         let head = self.head.0.load(Ordering::Relaxed);
         let tail = self.tail.0.load(Ordering::Acquire);
-        if head.wrapping_sub(tail) > self.mask {
+        // SAFETY: producer-only state, and only the owning thread pushes.
+        let pr = unsafe { &mut *self.producer.get() };
+        if head.wrapping_sub(tail) > pr.limit && !Self::lift_limit(pr, head, tail) {
             if let Some(c) = self.dropped.get(rec.kind as usize) {
                 c.fetch_add(1, Ordering::Relaxed);
             }
             self.last_drop_ts.store(rec.ts, Ordering::Relaxed);
             return false;
         }
+        if head & pr.mask == 0 {
+            self.at_wrap(pr, head, tail);
+        }
         // SAFETY: the slot at `head & mask` is not visible to the consumer until the release
-        // store below, and the consumer has released it (tail passed it).
-        unsafe { self.slots.add((head & self.mask) as usize).write(*rec) };
+        // store below, and the consumer has released it (tail passed it; see `Producer` for
+        // the slots just after a growth).
+        unsafe { self.slots.add((head & pr.mask) as usize).write(*rec) };
         self.head.0.store(head.wrapping_add(1), Ordering::Release);
         true
+    }
+
+    /// The ring looked full: if it grew and the drain has since read every record the old
+    /// size placed, it may now hold its whole new size.
+    #[cold]
+    fn lift_limit(pr: &mut Producer, head: u64, tail: u64) -> bool {
+        if pr.limit != pr.mask && tail >= pr.switched_at {
+            pr.limit = pr.mask;
+        }
+        head.wrapping_sub(tail) <= pr.limit
+    }
+
+    /// The producer is at slot 0: adopt a larger ring the drain offers, if `head` is a
+    /// multiple of its size (else the next wrap will be) and the last growth is complete.
+    #[cold]
+    fn at_wrap(&self, pr: &mut Producer, head: u64, tail: u64) {
+        Self::lift_limit(pr, head, tail);
+        let offered = self.grow_to.load(Ordering::Acquire);
+        if offered > pr.mask && head & offered == 0 && pr.limit == pr.mask {
+            // Published with the record at `head` (the release store of head in `push`).
+            self.switched_at.store(head, Ordering::Relaxed);
+            pr.switched_at = head;
+            pr.mask = offered;
+        }
     }
 
     /// Drain side: the records published so far, as (start, end) sequence numbers.
@@ -151,15 +220,30 @@ impl Ring {
         )
     }
 
+    /// Drain side: the sequence number the producer switched to the offered ring at
+    /// (`u64::MAX` if it has not, or the switch is settled), and the masks before and from it.
+    /// Valid for records within what the last [`Ring::readable`] returned: a switch among
+    /// them was stored before their publication.
+    fn read_layout(&self) -> (u64, u64, u64) {
+        (
+            self.switched_at.load(Ordering::Relaxed),
+            self.read_mask.load(Ordering::Relaxed),
+            self.grow_to.load(Ordering::Relaxed),
+        )
+    }
+
     /// Drain side: read the record with sequence number `i` (must be within `readable`).
     pub fn get(&self, i: u64) -> Raw {
+        let (switched, before, after) = self.read_layout();
+        let mask = if i >= switched { after } else { before };
         // SAFETY: i is between tail and head, so the producer has published and will not
         // overwrite the slot until tail moves past it.
-        unsafe { self.slots.add((i & self.mask) as usize).read() }
+        unsafe { self.slots.add((i & mask) as usize).read() }
     }
 
     /// Drain side: the records with sequence numbers `t..h` where they are, as the part up
-    /// to the ring's end and the part that wrapped to its start.
+    /// to the ring's end and the part that wrapped to its start (or, across a growth, the
+    /// old ring's last records and the new ring's first).
     ///
     /// # Safety
     /// `t..h` must lie within what [`Ring::readable`] returned, and the slices must not be
@@ -167,13 +251,30 @@ impl Ring {
     /// producer may overwrite them. (Their lifetime is the ring's, which the compiler cannot
     /// tie to the release.)
     pub unsafe fn slices(&self, t: u64, h: u64) -> (&[Raw], &[Raw]) {
-        let capacity = self.mask + 1;
+        let (switched, before, after) = self.read_layout();
+        if t < switched && switched < h {
+            // Across the switch: `t..switched` ends at the old ring's last slot (the switch
+            // is a multiple of both sizes), `switched..h` starts at slot 0.
+            let start = (t & before) as usize;
+            let first = (switched - t) as usize;
+            debug_assert_eq!(start + first, before as usize + 1);
+            debug_assert!(h - switched <= after + 1);
+            // SAFETY: as below; both parts lie within the larger ring, already faulted in.
+            return unsafe {
+                (
+                    std::slice::from_raw_parts(self.slots.add(start), first),
+                    std::slice::from_raw_parts(self.slots, (h - switched) as usize),
+                )
+            };
+        }
+        let mask = if t >= switched { after } else { before };
+        let capacity = mask + 1;
         debug_assert!(
             h.wrapping_sub(t) <= capacity,
             "{t}..{h} is not a readable range"
         );
         let len = h.wrapping_sub(t).min(capacity) as usize;
-        let start = (t & self.mask) as usize;
+        let start = (t & mask) as usize;
         let first = len.min(capacity as usize - start);
         // SAFETY: t..h is between tail and head (the caller's contract): published by the
         // producer, which writes no slot of it again until tail moves past it; both parts lie
@@ -189,6 +290,33 @@ impl Ring {
     /// Drain side: release records up to `upto`.
     pub fn release(&self, upto: u64) {
         self.tail.0.store(upto, Ordering::Release);
+        // Every record the old size placed has been read: the larger ring is the ring.
+        let switched = self.switched_at.load(Ordering::Relaxed);
+        if switched != u64::MAX && upto >= switched {
+            self.read_mask
+                .store(self.grow_to.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.switched_at.store(u64::MAX, Ordering::Relaxed);
+        }
+    }
+
+    /// Drain side: the ring ran more than half full; grow it to twice its size (up to the
+    /// most reserved) once the larger ring's pages are faulted in ([`Ring::populate_ahead`]
+    /// offers it then). Nothing if a growth is already under way or the ring is at its most.
+    pub fn want_room(&self) {
+        let mask = self.read_mask.load(Ordering::Relaxed);
+        let settled = self.grow_to.load(Ordering::Relaxed) == mask
+            && self.switched_at.load(Ordering::Relaxed) == u64::MAX;
+        if settled && mask < self.max_mask {
+            let goal = (mask + 1) * 2;
+            self.populate_goal.fetch_max(goal, Ordering::Relaxed);
+        }
+    }
+
+    /// Drain side: offer the producer a ring of `goal` slots, its pages faulted in.
+    fn offer(&self, goal: u64) {
+        if self.grow_to.load(Ordering::Relaxed) + 1 < goal {
+            self.grow_to.store(goal - 1, Ordering::Release);
+        }
     }
 
     /// Drain side: fault in up to `budget` more bytes of this ring's slots, lowest first
@@ -197,11 +325,15 @@ impl Ring {
     /// `MADV_POPULATE_WRITE`, Linux < 5.14: then producers fault pages in as before).
     /// Populating never touches the slots' contents, so it is safe while the producer writes.
     pub fn populate_ahead(&self, budget: usize) -> usize {
-        let total = mapping_bytes(self.capacity() as usize);
+        let goal = self.populate_goal.load(Ordering::Relaxed);
+        let total = mapping_bytes(goal as usize);
         let done = self.populated.load(Ordering::Relaxed);
         // Whole pages only: `total` is a multiple of 4096 (at least 64 slots of 64 B).
         let len = (total - done).min(budget) & !4095;
         if len == 0 {
+            if done >= total {
+                self.offer(goal);
+            }
             return 0;
         }
         // SAFETY: the range lies inside this ring's private anonymous mapping; POPULATE_WRITE
@@ -216,15 +348,24 @@ impl Ring {
         if rc != 0 {
             // Unsupported kernel or no memory now: leave the rest to first touch.
             self.populated.store(total, Ordering::Relaxed);
+            self.offer(goal);
             return 0;
         }
         self.populated.store(done + len, Ordering::Relaxed);
+        if done + len == total {
+            self.offer(goal);
+        }
         len
     }
 
-    /// Slots in this ring.
+    /// Slots of the ring the drain offers the producer (its size when none is offered).
+    pub fn offered_capacity(&self) -> u64 {
+        self.grow_to.load(Ordering::Relaxed) + 1
+    }
+
+    /// Slots in this ring (drain side: the size it had when its last growth settled).
     pub fn capacity(&self) -> u64 {
-        self.mask + 1
+        self.read_mask.load(Ordering::Relaxed) + 1
     }
 
     /// Drops by kind so far.
@@ -251,22 +392,32 @@ fn mapping_bytes(cap: usize) -> usize {
 /// The pool of rings, allocated once.
 pub struct RingPool {
     rings: Box<[Ring]>,
+    /// Slots each ring starts with (rounded as allocated).
+    initial_slots: u64,
     /// Records lost because no ring was free, by kind.
     pub no_ring: [AtomicU64; EventKind::COUNT],
     key: libc::pthread_key_t,
 }
 
 impl RingPool {
-    /// Allocate `count` rings of `capacity` records (rounded up to a power of two).
+    /// Allocate `count` rings of `capacity` records that do not grow (rounded up to a power
+    /// of two).
     pub fn new(count: usize, capacity: usize) -> Option<RingPool> {
+        Self::growing(count, capacity, capacity)
+    }
+
+    /// Allocate `count` rings of `capacity` records that may each grow to `max` (both rounded
+    /// up to a power of two; the address space of `max` is reserved).
+    pub fn growing(count: usize, capacity: usize, max: usize) -> Option<RingPool> {
         let cap = capacity.clamp(64, 1 << 24).next_power_of_two();
+        let max = max.clamp(cap, 1 << 24).next_power_of_two();
         let count = count.clamp(1, 2047);
         let mut rings = Vec::with_capacity(count);
         for i in 0..count {
             // Anonymous mmap: zero pages the kernel provides on first touch, so rings of
             // threads that never record cost address space only (malloc could memset them).
             // The phases table comes first, so the drain faults it in first.
-            let bytes = mapping_bytes(cap);
+            let bytes = mapping_bytes(max);
             // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
             let m = unsafe {
                 libc::mmap(
@@ -289,10 +440,19 @@ impl RingPool {
                 tail: Padded(AtomicU64::new(0)),
                 state: AtomicU32::new(FREE),
                 seq: UnsafeCell::new(0),
+                producer: UnsafeCell::new(Producer {
+                    mask: (cap - 1) as u64,
+                    limit: (cap - 1) as u64,
+                    switched_at: 0,
+                }),
                 dropped: Default::default(),
                 last_drop_ts: AtomicU64::new(0),
                 index: i as u32,
-                mask: (cap - 1) as u64,
+                max_mask: (max - 1) as u64,
+                grow_to: AtomicU64::new((cap - 1) as u64),
+                switched_at: AtomicU64::new(u64::MAX),
+                read_mask: AtomicU64::new((cap - 1) as u64),
+                populate_goal: AtomicU64::new(cap as u64),
                 slots,
                 phases,
                 populated: AtomicUsize::new(0),
@@ -305,6 +465,7 @@ impl RingPool {
         }
         Some(RingPool {
             rings: rings.into_boxed_slice(),
+            initial_slots: cap as u64,
             no_ring: Default::default(),
             key,
         })
@@ -312,6 +473,11 @@ impl RingPool {
 
     pub fn rings(&self) -> &[Ring] {
         &self.rings
+    }
+
+    /// Slots each ring starts with (`NCCLPROF_RING_EVENTS` as allocated).
+    pub fn initial_slots(&self) -> u64 {
+        self.initial_slots
     }
 
     /// Drain side: after emptying a retired ring, return it to the pool.
@@ -506,6 +672,188 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// Stamps of the records `t..h` as the drain reads them.
+    fn stamps(r: &Ring, t: u64, h: u64) -> Vec<u64> {
+        // SAFETY: a readable range, used before its release.
+        let (a, b) = unsafe { r.slices(t, h) };
+        a.iter().chain(b).map(|x| x.ts).collect()
+    }
+
+    #[test]
+    fn a_ring_grows_at_a_wrap_without_moving_or_losing_a_record() {
+        let p: &'static RingPool = Box::leak(Box::new(RingPool::growing(1, 64, 256).unwrap()));
+        std::thread::spawn(move || {
+            let r = p.mine().unwrap();
+            let rec = |ts| Raw {
+                ts,
+                kind: 1,
+                ..Default::default()
+            };
+            let mut next = 1;
+            let push = |next: &mut u64, n: u64| {
+                for _ in 0..n {
+                    assert!(r.push(&rec(*next)), "record {next} dropped");
+                    *next += 1;
+                }
+            };
+            // Faulting pages in offers nothing unasked.
+            push(&mut next, 30);
+            r.populate_ahead(usize::MAX);
+            assert_eq!(r.grow_to.load(Ordering::Relaxed), 63, "offered unasked");
+            r.release(30);
+            // 40 unread of 64: the drain asks for 128, faults it in and offers it.
+            push(&mut next, 40);
+            let (t, h) = r.readable();
+            assert_eq!((t, h), (30, 70));
+            assert!((h - t) * 2 > r.capacity());
+            r.want_room();
+            assert_eq!(
+                r.grow_to.load(Ordering::Relaxed),
+                63,
+                "offered before its pages"
+            );
+            r.populate_ahead(usize::MAX);
+            assert_eq!(r.grow_to.load(Ordering::Relaxed), 127);
+            // The producer is at 70: it switches at its first wrap on a multiple of 128
+            // (record 128), not at 64's. Until then the old size holds: 64 records at most.
+            r.release(64);
+            push(&mut next, 58); // 70..128: 64 unread
+            assert!(!r.push(&rec(0)), "more than the old size before the switch");
+            assert_eq!(r.switched_at.load(Ordering::Relaxed), u64::MAX);
+            r.release(80);
+            push(&mut next, 10); // 128..138: the first with the new mask, from slot 0
+            assert_eq!(r.switched_at.load(Ordering::Relaxed), 128);
+            let (t, h) = r.readable();
+            assert_eq!((t, h), (80, 138));
+            // SAFETY: a readable range, used before its release.
+            let (a, b) = unsafe { r.slices(t, h) };
+            assert_eq!(
+                (a.len(), b.len()),
+                (48, 10),
+                "old ring's end, new ring's start"
+            );
+            assert_eq!(stamps(r, t, h), (81..=138).collect::<Vec<_>>());
+            assert_eq!(r.get(127).ts, 128);
+            assert_eq!(r.get(128).ts, 129);
+            // Old records still unread: no more than 64 in the ring, so the new ones (slots
+            // 0..) stop short of the oldest unread one (record 80 in slot 16).
+            push(&mut next, 6);
+            assert!(
+                !r.push(&rec(0)),
+                "the old limit holds until the switch is read"
+            );
+            r.release(100);
+            push(&mut next, 20); // 64 unread: 100..164
+            assert!(!r.push(&rec(0)));
+            assert_eq!(stamps(r, 100, 164), (101..=164).collect::<Vec<_>>());
+            r.release(128);
+            assert_eq!(r.capacity(), 128, "settled once the switch is read");
+            assert_eq!(r.switched_at.load(Ordering::Relaxed), u64::MAX);
+            push(&mut next, 64); // 128..228: 100 unread of 128
+            let (t, h) = r.readable();
+            assert_eq!((t, h), (128, 228));
+            assert_eq!(stamps(r, t, h), (129..=228).collect::<Vec<_>>());
+            // And again to 256, the most: then no further.
+            r.want_room();
+            r.populate_ahead(usize::MAX);
+            assert_eq!(r.grow_to.load(Ordering::Relaxed), 255);
+            r.release(228);
+            push(&mut next, 100); // through 328: a wrap at 256
+            assert_eq!(r.switched_at.load(Ordering::Relaxed), 256);
+            let (t, h) = r.readable();
+            // SAFETY: a readable range, used before its release.
+            let (a, b) = unsafe { r.slices(t, h) };
+            assert_eq!((a.len(), b.len()), (28, 72));
+            assert_eq!(stamps(r, t, h), (229..=328).collect::<Vec<_>>());
+            r.release(h);
+            assert_eq!(r.capacity(), 256);
+            r.want_room();
+            r.populate_ahead(usize::MAX);
+            assert_eq!(r.grow_to.load(Ordering::Relaxed), 255);
+            push(&mut next, 256);
+            assert!(!r.push(&rec(0)));
+            let (t, h) = r.readable();
+            assert_eq!(stamps(r, t, h), (329..=584).collect::<Vec<_>>());
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A producer at full speed and a drain that reads, asks for room and releases, as the
+    /// drain thread does (sometimes only part of what is readable, as a pass cut at a time
+    /// does): every record arrives once and in order across every growth (an overwritten
+    /// unread slot would show as a stamp out of order). Rounds with a fresh ring each, so that
+    /// many switches happen with old records unread.
+    #[test]
+    fn records_arrive_in_order_while_the_ring_grows_under_a_busy_producer() {
+        const N: u64 = 200_000;
+        for round in 0..16u64 {
+            let p: &'static RingPool =
+                Box::leak(Box::new(RingPool::growing(1, 64, 1 << 12).unwrap()));
+            let done = &*Box::leak(Box::new(AtomicU32::new(0)));
+            let producer = std::thread::spawn(move || {
+                let r = p.mine().unwrap();
+                for ts in 1..=N {
+                    let rec = Raw {
+                        ts,
+                        kind: 1,
+                        ..Default::default()
+                    };
+                    // Unlike NCCL's threads, this one waits for room: so that the ring is
+                    // full at every growth and each record must arrive.
+                    while !r.push(&rec) {
+                        std::hint::spin_loop();
+                    }
+                }
+                done.store(1, Ordering::Release);
+                // Keep the ring owned until the drain has read everything.
+                while done.load(Ordering::Acquire) != 2 {
+                    std::thread::yield_now();
+                }
+            });
+            let r = loop {
+                if let Some(r) = p.rings().iter().find(|r| r.is_active()) {
+                    break r;
+                }
+                std::thread::yield_now();
+            };
+            let (mut last, mut got, mut passes) = (0u64, 0u64, 0u64);
+            loop {
+                // A drain kept off its CPU until the ring is more than half full.
+                let finished = loop {
+                    let finished = done.load(Ordering::Acquire) == 1;
+                    let (t, h) = r.readable();
+                    if finished || (h - t) * 2 > r.capacity() {
+                        break finished;
+                    }
+                    std::hint::spin_loop();
+                };
+                let (t, mut h) = r.readable();
+                if (h - t) * 2 > r.capacity() {
+                    r.want_room();
+                }
+                if (passes + round) % 3 == 0 {
+                    h = t + (h - t).div_ceil(2);
+                }
+                for ts in stamps(r, t, h) {
+                    assert_eq!(ts, last + 1, "a slot was overwritten or read twice");
+                    last = ts;
+                    got += 1;
+                }
+                r.populate_ahead(1 << 20);
+                r.release(h);
+                passes += 1;
+                if finished && r.readable().0 == r.readable().1 {
+                    break;
+                }
+            }
+            done.store(2, Ordering::Release);
+            producer.join().unwrap();
+            assert_eq!((last, got), (N, N), "every record read once");
+            assert_eq!(r.capacity(), 1 << 12, "grew to the most");
+        }
     }
 
     #[test]

@@ -380,6 +380,11 @@ impl Drain {
                 continue;
             }
             behind |= (h - t) * 8 > ring.capacity();
+            if (h - t) * 2 > ring.capacity() {
+                // Half full: this thread outruns what the drain gets of the CPU; give it
+                // more time before it drops (see `ring`).
+                ring.want_room();
+            }
             ranges.push((ring, t, h));
         }
         let share = (PASS_RECORDS / ranges.len().max(1) as u64).max(1024);
@@ -977,10 +982,14 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
     fn plugin(ring_slots: usize) -> &'static Plugin {
+        plugin_with(RingPool::new(2, ring_slots).unwrap())
+    }
+
+    fn plugin_with(rings: RingPool) -> &'static Plugin {
         let config = crate::config::Config::from_env();
         Box::leak(Box::new(Plugin {
             control: crate::control::Control::new(config.mask),
-            rings: RingPool::new(2, ring_slots).unwrap(),
+            rings,
             strings: crate::intern::Interner::new(),
             contexts: crate::context::Contexts::new(),
             pid: std::process::id(),
@@ -1044,5 +1053,56 @@ mod tests {
         }
         assert_eq!(read, total);
         assert_eq!(p.rings.unread(), 0);
+    }
+
+    /// A ring the drain finds more than half full is offered twice its size once the larger
+    /// ring's pages are faulted in; one less full is not.
+    #[test]
+    fn the_drain_offers_a_larger_ring_where_it_finds_one_more_than_half_full() {
+        let p = plugin_with(RingPool::growing(2, 1024, 4096).unwrap());
+        let (go, wait) = crossbeam_channel::bounded::<()>(0);
+        let (done, stop) = crossbeam_channel::bounded::<()>(0);
+        let mut threads = Vec::new();
+        for n in [600u64, 400] {
+            let (go, stop) = (go.clone(), stop.clone());
+            threads.push(std::thread::spawn(move || {
+                let ring = p.rings.mine().unwrap();
+                for i in 0..n {
+                    let raw = Raw {
+                        ts: 1_000 + i,
+                        id: i + 1,
+                        op: OP_STATE,
+                        kind: EventKind::ProxyStep as u8,
+                        ctx: u32::MAX,
+                        ..Raw::default()
+                    };
+                    assert!(ring.push(&raw));
+                }
+                go.send(()).unwrap();
+                // Keep the ring owned (an exited thread's ring is freed once read).
+                let _ = stop.recv();
+            }));
+        }
+        wait.recv().unwrap();
+        wait.recv().unwrap();
+        let (frames, _frames_rx) = crossbeam_channel::unbounded();
+        let (_spare_tx, spare) = crossbeam_channel::unbounded();
+        let (slot, _slot_rx) = crossbeam_channel::unbounded();
+        let mut drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
+        assert_eq!(drain.pass().read, 1000);
+        let offered = |n| {
+            p.rings
+                .rings()
+                .iter()
+                .filter(|r| r.offered_capacity() == n)
+                .count()
+        };
+        // The first pass asked; the next faults the pages in, then offers.
+        drain.pass();
+        assert_eq!((offered(2048), offered(1024)), (1, 1));
+        drop(done);
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 }
