@@ -76,11 +76,12 @@ fn create() -> Option<&'static Plugin> {
             }
         }
     };
-    if ring_events != cfg.ring_events || ring_max < cfg.ring_max_events.max(cfg.ring_events) {
+    let asked_max = cfg.ring_max_events.max(cfg.ring_events);
+    if ring_events != cfg.ring_events || ring_max < asked_max {
         nccl_log::warn(&format!(
-            "capture rings reduced to {ring_events} slots per thread, growing to at most \
-             {ring_max} (could not map {} growing to {})",
-            cfg.ring_events, cfg.ring_max_events
+            "capture rings reduced: {ring_events} slots per thread, growing to at most \
+             {ring_max} (asked {}, growing to {asked_max})",
+            cfg.ring_events
         ));
     }
     let cal = crate::clock::Calibration::start(cfg.force_monotonic);

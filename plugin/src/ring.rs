@@ -15,11 +15,13 @@
 //! A ring grows when the drain finds it more than half full (up to `NCCLPROF_RING_MAX_EVENTS`,
 //! reserved at init): a ring is a time budget — how long the drain may be kept off a CPU
 //! before its thread drops — and a busy thread on a crowded host needs more of it than the
-//! default's 4 MiB gives, while most threads never need more. The drain faults the larger
-//! ring's pages in first, then offers it ([`Ring::want_room`]); the producer switches to it at
+//! default's 4 MiB gives, while most threads never need more. The drain asks for it
+//! ([`Ring::want_room`]), faults the larger ring's pages in, then offers it
+//! ([`Ring::populate_ahead`]); the producer switches to it at
 //! its next wrap that falls on a multiple of the new size, so the records still unread lie at
 //! the end of the old ring and the new ones start at slot 0 (see [`Producer`]). Nothing moves,
-//! nothing is copied, and the producer's extra work is one predictable branch per push.
+//! nothing is copied, and the producer's extra work is one more load and one predictable
+//! branch per push.
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -119,6 +121,8 @@ pub struct Ring {
     /// Slots the drain faults pages in for: the ring's size, or the size it is growing to
     /// (drain-only).
     populate_goal: AtomicU64,
+    /// Faulting a larger ring's pages in failed for want of memory: no growth (drain-only).
+    growth_refused: std::sync::atomic::AtomicBool,
     slots: *mut Raw,
     /// The owner's open ProxySteps' states ([`step_phases::SLOTS`] entries, owner-only).
     phases: *mut Phases,
@@ -303,12 +307,17 @@ impl Ring {
     /// most reserved) once the larger ring's pages are faulted in ([`Ring::populate_ahead`]
     /// offers it then). Nothing if a growth is already under way or the ring is at its most.
     pub fn want_room(&self) {
+        if self.state.load(Ordering::Relaxed) != OWNED
+            || self.growth_refused.load(Ordering::Relaxed)
+        {
+            return; // a thread that exited needs no room; a host out of memory has none
+        }
         let mask = self.read_mask.load(Ordering::Relaxed);
         let settled = self.grow_to.load(Ordering::Relaxed) == mask
             && self.switched_at.load(Ordering::Relaxed) == u64::MAX;
         if settled && mask < self.max_mask {
             let goal = (mask + 1) * 2;
-            self.populate_goal.fetch_max(goal, Ordering::Relaxed);
+            self.populate_goal.store(goal, Ordering::Relaxed);
         }
     }
 
@@ -346,10 +355,26 @@ impl Ring {
             )
         };
         if rc != 0 {
-            // Unsupported kernel or no memory now: leave the rest to first touch.
-            self.populated.store(total, Ordering::Relaxed);
-            self.offer(goal);
-            return 0;
+            let unsupported = std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL);
+            let ring_end = mapping_bytes(self.capacity() as usize);
+            if unsupported && done >= ring_end {
+                // A kernel without MADV_POPULATE_WRITE (< 5.14): pages of the larger ring,
+                // which the producer writes only once offered, are touched here instead.
+                for off in (done..done + len).step_by(4096) {
+                    // SAFETY: inside this ring's mapping, beyond the slots the producer uses
+                    // until `offer` (release) hands them over; the pages are still zero.
+                    unsafe { self.phases.cast::<u8>().add(off).write_volatile(0) };
+                }
+            } else {
+                // Pages of the ring in use on such a kernel: left to first touch, as before.
+                // No memory now: no growth either (the ring keeps its size and counts drops).
+                self.populated.store(ring_end.max(done), Ordering::Relaxed);
+                if !unsupported {
+                    self.growth_refused.store(true, Ordering::Relaxed);
+                    self.populate_goal.store(self.capacity(), Ordering::Relaxed);
+                }
+                return 0;
+            }
         }
         self.populated.store(done + len, Ordering::Relaxed);
         if done + len == total {
@@ -359,7 +384,8 @@ impl Ring {
     }
 
     /// Slots of the ring the drain offers the producer (its size when none is offered).
-    pub fn offered_capacity(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn offered_capacity(&self) -> u64 {
         self.grow_to.load(Ordering::Relaxed) + 1
     }
 
@@ -412,7 +438,7 @@ impl RingPool {
         let cap = capacity.clamp(64, 1 << 24).next_power_of_two();
         let max = max.clamp(cap, 1 << 24).next_power_of_two();
         let count = count.clamp(1, 2047);
-        let mut rings = Vec::with_capacity(count);
+        let mut rings: Vec<Ring> = Vec::with_capacity(count);
         for i in 0..count {
             // Anonymous mmap: zero pages the kernel provides on first touch, so rings of
             // threads that never record cost address space only (malloc could memset them).
@@ -430,6 +456,10 @@ impl RingPool {
                 )
             };
             if m == libc::MAP_FAILED {
+                for r in &rings {
+                    // SAFETY: each mapping made above, of this size, never used.
+                    unsafe { libc::munmap(r.phases.cast(), bytes) };
+                }
                 return None;
             }
             let phases = m.cast::<Phases>();
@@ -453,6 +483,7 @@ impl RingPool {
                 switched_at: AtomicU64::new(u64::MAX),
                 read_mask: AtomicU64::new((cap - 1) as u64),
                 populate_goal: AtomicU64::new(cap as u64),
+                growth_refused: Default::default(),
                 slots,
                 phases,
                 populated: AtomicUsize::new(0),
@@ -699,14 +730,14 @@ mod tests {
                 }
             };
             // Faulting pages in offers nothing unasked.
-            push(&mut next, 30);
+            push(&mut next, 10);
             r.populate_ahead(usize::MAX);
             assert_eq!(r.grow_to.load(Ordering::Relaxed), 63, "offered unasked");
-            r.release(30);
+            r.release(10);
             // 40 unread of 64: the drain asks for 128, faults it in and offers it.
             push(&mut next, 40);
             let (t, h) = r.readable();
-            assert_eq!((t, h), (30, 70));
+            assert_eq!((t, h), (10, 50));
             assert!((h - t) * 2 > r.capacity());
             r.want_room();
             assert_eq!(
@@ -716,10 +747,17 @@ mod tests {
             );
             r.populate_ahead(usize::MAX);
             assert_eq!(r.grow_to.load(Ordering::Relaxed), 127);
-            // The producer is at 70: it switches at its first wrap on a multiple of 128
-            // (record 128), not at 64's. Until then the old size holds: 64 records at most.
+            // The producer is at 50: it switches at its first wrap on a multiple of 128
+            // (record 128), not at the next wrap (64). Until then the old size holds.
+            r.release(40);
+            push(&mut next, 50); // 50..100, past the wrap at 64
+            assert_eq!(
+                r.switched_at.load(Ordering::Relaxed),
+                u64::MAX,
+                "switched at 64"
+            );
             r.release(64);
-            push(&mut next, 58); // 70..128: 64 unread
+            push(&mut next, 28); // 100..128: 64 unread
             assert!(!r.push(&rec(0)), "more than the old size before the switch");
             assert_eq!(r.switched_at.load(Ordering::Relaxed), u64::MAX);
             r.release(80);

@@ -1098,6 +1098,7 @@ mod tests {
                 .count()
         };
         // The first pass asked; the next faults the pages in, then offers.
+        assert_eq!(offered(2048), 0, "offered before its pages were faulted in");
         drain.pass();
         assert_eq!((offered(2048), offered(1024)), (1, 1));
         drop(done);

@@ -15,6 +15,7 @@ fn full_rings_tables_and_pools_drop_by_reason_never_silently() {
         &t.path().join("rdv"),
         &[
             ("NCCLPROF_RING_EVENTS", "64"),
+            ("NCCLPROF_RING_MAX_EVENTS", "64"),
             ("NCCLPROF_DRAIN_US", "20000"),
             ("NCCLPROF_MAX_THREADS", "1"),
             ("NCCLPROF_MAX_OPEN", "1024"),
