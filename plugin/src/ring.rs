@@ -313,8 +313,8 @@ impl Ring {
             return; // a thread that exited needs no room; a host out of memory has none
         }
         let mask = self.read_mask.load(Ordering::Relaxed);
-        let settled = self.grow_to.load(Ordering::Relaxed) == mask
-            && self.switched_at.load(Ordering::Relaxed) == u64::MAX;
+        // Nothing offered that has not settled (a switch is only made to an offered ring).
+        let settled = self.grow_to.load(Ordering::Relaxed) == mask;
         if settled && mask < self.max_mask {
             let goal = (mask + 1) * 2;
             self.populate_goal.store(goal, Ordering::Relaxed);
@@ -669,11 +669,6 @@ mod tests {
         let p = pool();
         std::thread::spawn(move || {
             let r = p.mine().unwrap();
-            let rec = |ts| Raw {
-                ts,
-                kind: 1,
-                ..Default::default()
-            };
             // 40 in and out, then 50 more: slots 40..63 and 0..25 (64 slots).
             for ts in 1..=40 {
                 assert!(r.push(&rec(ts)));
@@ -705,6 +700,15 @@ mod tests {
         .unwrap();
     }
 
+    /// A record of kind 1 stamped `ts`.
+    fn rec(ts: u64) -> Raw {
+        Raw {
+            ts,
+            kind: 1,
+            ..Default::default()
+        }
+    }
+
     /// Stamps of the records `t..h` as the drain reads them.
     fn stamps(r: &Ring, t: u64, h: u64) -> Vec<u64> {
         // SAFETY: a readable range, used before its release.
@@ -717,11 +721,6 @@ mod tests {
         let p: &'static RingPool = Box::leak(Box::new(RingPool::growing(1, 64, 256).unwrap()));
         std::thread::spawn(move || {
             let r = p.mine().unwrap();
-            let rec = |ts| Raw {
-                ts,
-                kind: 1,
-                ..Default::default()
-            };
             let mut next = 1;
             let push = |next: &mut u64, n: u64| {
                 for _ in 0..n {
@@ -834,11 +833,7 @@ mod tests {
             let producer = std::thread::spawn(move || {
                 let r = p.mine().unwrap();
                 for ts in 1..=N {
-                    let rec = Raw {
-                        ts,
-                        kind: 1,
-                        ..Default::default()
-                    };
+                    let rec = rec(ts);
                     // Unlike NCCL's threads, this one waits for room: so that the ring is
                     // full at every growth and each record must arrive.
                     while !r.push(&rec) {

@@ -1009,6 +1009,18 @@ mod tests {
         }))
     }
 
+    /// A ProxyStep state record of step `id`, stamped `ts`.
+    fn step_state(ts: u64, id: u64) -> Raw {
+        Raw {
+            ts,
+            id,
+            op: OP_STATE,
+            kind: EventKind::ProxyStep as u8,
+            ctx: u32::MAX,
+            ..Raw::default()
+        }
+    }
+
     /// A ring whose stamps stepped back (its thread moved to a core whose counter is behind)
     /// must not stall the drain: the ring that sets the time cut takes at least its share,
     /// and pass after pass everything is read and released.
@@ -1027,15 +1039,7 @@ mod tests {
                 } else {
                     1_000 + i
                 };
-                let raw = Raw {
-                    ts,
-                    id: i + 1,
-                    op: OP_STATE,
-                    kind: EventKind::ProxyStep as u8,
-                    ctx: u32::MAX,
-                    ..Raw::default()
-                };
-                assert!(ring.push(&raw));
+                assert!(ring.push(&step_state(ts, i + 1)));
             }
         })
         .join()
@@ -1068,15 +1072,7 @@ mod tests {
             threads.push(std::thread::spawn(move || {
                 let ring = p.rings.mine().unwrap();
                 for i in 0..n {
-                    let raw = Raw {
-                        ts: 1_000 + i,
-                        id: i + 1,
-                        op: OP_STATE,
-                        kind: EventKind::ProxyStep as u8,
-                        ctx: u32::MAX,
-                        ..Raw::default()
-                    };
-                    assert!(ring.push(&raw));
+                    assert!(ring.push(&step_state(1_000 + i, i + 1)));
                 }
                 go.send(()).unwrap();
                 // Keep the ring owned (an exited thread's ring is freed once read).
