@@ -307,6 +307,9 @@ pub fn finalize(ctx: *mut c_void) {
         let limits = summary::Limits {
             ring_slots: p.rings.initial_slots(),
             ring_slots_asked: p.config.ring_events,
+            ring_max_slots: p.rings.max_slots(),
+            ring_max_asked: p.config.ring_max_events.max(p.config.ring_events),
+            ring_largest: p.rings.largest_slots(),
             rings: p.rings.rings().len(),
             rings_asked: p.config.max_threads,
             max_open: p.config.max_open,

@@ -511,6 +511,22 @@ impl RingPool {
         self.initial_slots
     }
 
+    /// The most slots a ring may grow to (`NCCLPROF_RING_MAX_EVENTS` as reserved).
+    pub fn max_slots(&self) -> u64 {
+        self.rings
+            .first()
+            .map_or(self.initial_slots, |r| r.max_mask + 1)
+    }
+
+    /// Slots in the largest ring now (drain side: sizes whose growth has settled).
+    pub fn largest_slots(&self) -> u64 {
+        self.rings
+            .iter()
+            .map(Ring::capacity)
+            .max()
+            .unwrap_or(self.initial_slots)
+    }
+
     /// Drain side: after emptying a retired ring, return it to the pool.
     pub fn recycle_if_retired(&self, ring: &Ring) {
         let (t, h) = ring.readable();

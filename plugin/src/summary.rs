@@ -22,8 +22,14 @@ pub enum Flush {
 /// rounded to a power of two, clamped, and halved when memory is short).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Slots each ring starts with (`NCCLPROF_RING_EVENTS`), in force and asked.
     pub ring_slots: u64,
     pub ring_slots_asked: usize,
+    /// The most slots a ring may grow to (`NCCLPROF_RING_MAX_EVENTS`), in force and asked.
+    pub ring_max_slots: u64,
+    pub ring_max_asked: usize,
+    /// Slots in the largest ring at finalize: whether any ring grew as far as it may.
+    pub ring_largest: u64,
     pub rings: usize,
     pub rings_asked: usize,
     pub max_open: usize,
@@ -49,22 +55,46 @@ pub fn loss_summary(
             continue;
         }
         records += n(r);
-        // The knob that avoids this reason: its variable, the value in force, the value asked.
+        // The knob that avoids this reason: its variable, the value in force, the value asked,
+        // and what the figures say beyond that.
         let knob = match r {
+            // Rings grow where they fill, up to their most: a ring that got there needs a
+            // larger most; drops with room left to grow came while rings were growing (or
+            // were refused memory to grow), which only rings that start larger avoid.
+            DropReason::RingFull if limits.ring_largest >= limits.ring_max_slots => Some((
+                "NCCLPROF_RING_MAX_EVENTS",
+                limits.ring_max_slots as usize,
+                limits.ring_max_asked,
+                String::new(),
+            )),
             DropReason::RingFull => Some((
                 "NCCLPROF_RING_EVENTS",
                 limits.ring_slots as usize,
                 limits.ring_slots_asked,
+                format!(
+                    "; lost while rings grew: the largest is {} of NCCLPROF_RING_MAX_EVENTS {}",
+                    limits.ring_largest, limits.ring_max_slots
+                ),
             )),
-            DropReason::NoRing => Some(("NCCLPROF_MAX_THREADS", limits.rings, limits.rings_asked)),
-            DropReason::TableFull => Some(("NCCLPROF_MAX_OPEN", limits.max_open, limits.max_open)),
+            DropReason::NoRing => Some((
+                "NCCLPROF_MAX_THREADS",
+                limits.rings,
+                limits.rings_asked,
+                String::new(),
+            )),
+            DropReason::TableFull => Some((
+                "NCCLPROF_MAX_OPEN",
+                limits.max_open,
+                limits.max_open,
+                String::new(),
+            )),
             _ => None,
         };
         let hint = match knob {
-            Some((var, now, asked)) if now < asked => {
-                format!(" ({var} asked {asked}, in force {now}: the most this host allowed)")
+            Some((var, now, asked, more)) if now < asked => {
+                format!(" ({var} asked {asked}, in force {now}: the most this host allowed{more})")
             }
-            Some((var, now, _)) => format!(" ({var} is {now}: raise it)"),
+            Some((var, now, _, more)) => format!(" ({var} is {now}: raise it{more})"),
             None => r.remedy().map(|h| format!(" ({h})")).unwrap_or_default(),
         };
         lost |= !matches!(
@@ -118,6 +148,9 @@ mod tests {
     const LIMITS: Limits = Limits {
         ring_slots: 1024,
         ring_slots_asked: 1000,
+        ring_max_slots: 1024,
+        ring_max_asked: 1000,
+        ring_largest: 1024,
         rings: 128,
         rings_asked: 128,
         max_open: 262_144,
@@ -135,22 +168,60 @@ mod tests {
         assert_eq!(
             text,
             "42 events recorded since start, 10 records dropped: ring full 7 \
-             (NCCLPROF_RING_EVENTS is 1024: raise it), viewer slow 3 (narrow the mask, or \
+             (NCCLPROF_RING_MAX_EVENTS is 1024: raise it), viewer slow 3 (narrow the mask, or \
              raise NCCLPROF_HISTORY_EVENTS)"
         );
         assert!(lost);
 
         // A limit the host cut below what was asked: raising it would not help.
         let cut = Limits {
-            ring_slots: 512,
+            ring_max_slots: 512,
+            ring_largest: 512,
             ..LIMITS
         };
         let (text, _) = loss_summary(DONE, &dropped(&[(DropReason::RingFull, 1)]), &cut, false);
         assert!(
             text.ends_with(
-                "ring full 1 (NCCLPROF_RING_EVENTS asked 1000, in force 512: the most this \
+                "ring full 1 (NCCLPROF_RING_MAX_EVENTS asked 1000, in force 512: the most this \
                  host allowed)"
             ),
+            "{text}"
+        );
+    }
+
+    /// Rings that had room left to grow lost records while growing: a larger most would not
+    /// have helped, rings that start larger would.
+    #[test]
+    fn ring_drops_with_room_to_grow_name_the_size_rings_start_at() {
+        let growing = Limits {
+            ring_max_slots: 4096,
+            ring_max_asked: 4096,
+            ring_largest: 2048,
+            ..LIMITS
+        };
+        let (text, lost) = loss_summary(
+            DONE,
+            &dropped(&[(DropReason::RingFull, 9)]),
+            &growing,
+            false,
+        );
+        assert!(
+            text.ends_with(
+                "ring full 9 (NCCLPROF_RING_EVENTS is 1024: raise it; lost while rings grew: \
+                 the largest is 2048 of NCCLPROF_RING_MAX_EVENTS 4096)"
+            ),
+            "{text}"
+        );
+        assert!(lost);
+
+        // Rings at their most: the most is the knob.
+        let grown = Limits {
+            ring_largest: 4096,
+            ..growing
+        };
+        let (text, _) = loss_summary(DONE, &dropped(&[(DropReason::RingFull, 9)]), &grown, false);
+        assert!(
+            text.ends_with("ring full 9 (NCCLPROF_RING_MAX_EVENTS is 4096: raise it)"),
             "{text}"
         );
     }

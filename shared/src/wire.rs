@@ -161,7 +161,10 @@ impl DropReason {
     pub fn remedy(self) -> Option<&'static str> {
         match self {
             // The drain thread was off the CPU longer than a ring lasts at the thread's rate.
-            DropReason::RingFull => Some("set NCCLPROF_RING_EVENTS above 65536 in the job"),
+            // Rings grow where they fill, up to this variable (the default quoted); the
+            // finalize summary, which knows whether rings got there, names
+            // NCCLPROF_RING_EVENTS instead where drops came while they were still growing.
+            DropReason::RingFull => Some("set NCCLPROF_RING_MAX_EVENTS above 262144 in the job"),
             DropReason::NoRing => Some("set NCCLPROF_MAX_THREADS above 128 in the job"),
             DropReason::TableFull => Some("set NCCLPROF_MAX_OPEN above 262144 in the job"),
             DropReason::ViewerSlow => Some("narrow the mask, or raise NCCLPROF_HISTORY_EVENTS"),

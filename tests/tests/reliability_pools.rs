@@ -46,7 +46,7 @@ fn full_rings_tables_and_pools_drop_by_reason_never_silently() {
     for (reason, knob) in [
         (
             "ring_full",
-            "ring full {} (NCCLPROF_RING_EVENTS is 64: raise it)",
+            "ring full {} (NCCLPROF_RING_MAX_EVENTS is 64: raise it)",
         ),
         (
             "no_ring",
