@@ -99,10 +99,6 @@ fn main() {
             libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
         }
     }
-    // The store's chunks faulted in on a helper thread, as `ncclprof-tui` does
-    // (`STREAM_NO_PREFAULT=1` to compare without it).
-    let prefault =
-        std::env::var_os("STREAM_NO_PREFAULT").is_none() && ncclprof_tui::model::prefault::start();
     let secs: u64 = env("STREAM_SECS").unwrap_or(3);
     let producers: u64 = env("STREAM_PRODUCERS").unwrap_or(1).max(1);
     let rates: Vec<u64> = std::env::var("STREAM_RATES")
@@ -202,9 +198,8 @@ fn main() {
     std::thread::sleep(Duration::from_millis(1500)); // the watcher polls every 500 ms
 
     println!(
-        "end-to-end streaming into the real viewer (ingest + 30 fps render): one ProxyOp = {EVENTS_PER_OP} events = {} calls, {producers} producer thread(s), {secs} s per rate, store chunks faulted in ahead: {}",
-        3 + STEPS_PER_OP * 5,
-        if prefault { "yes" } else { "no" }
+        "end-to-end streaming into the real viewer (ingest + 30 fps render): one ProxyOp = {EVENTS_PER_OP} events = {} calls, {producers} producer thread(s), {secs} s per rate",
+        3 + STEPS_PER_OP * 5
     );
     println!(
         "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU ns per event: NCCL threads (per produced) / drain / socket (send + rx) / viewer ingest+render (per delivered) = total | 2 cores at that cost | vCPU time stolen |"

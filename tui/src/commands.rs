@@ -11,7 +11,7 @@ use ncclprof_shared::link;
 use crate::app::App;
 use crate::cli::{Cli, Cmd, DemoArgs, Global, LiveArgs, OpenArgs, RecordArgs, no_color};
 use crate::model::store::Store;
-use crate::model::{ingest, open, prefault, snapshot, source};
+use crate::model::{ingest, open, snapshot, source};
 
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -26,9 +26,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn store(g: &Global) -> Store {
-    // The store's new chunks are faulted in on a helper thread, off the ingest's path
-    // (`model::prefault`); where the kernel cannot, they fault in as they fill.
-    prefault::start();
     Store::new(g.max_memory.min(usize::MAX as u64) as usize)
 }
 

@@ -5,7 +5,6 @@
 pub mod analysis;
 pub mod ingest;
 pub mod open;
-pub mod prefault;
 pub mod query;
 pub mod snapshot;
 pub mod source;

@@ -12,8 +12,6 @@ use std::sync::Arc;
 
 use ncclprof_shared::record::EventRecord;
 
-use super::prefault;
-
 /// Drop reasons, as the views name them (re-exported so views need no wire types).
 pub use ncclprof_shared::wire::DropReason;
 
@@ -314,13 +312,7 @@ impl<T: Timed> Series<T> {
             acct = acct.max(std::mem::take(&mut self.spare_acct));
             std::mem::take(&mut self.spare)
         } else {
-            let items = Vec::with_capacity(alloc);
-            // A presized chunk's pages faulted in by a helper ahead of this thread filling
-            // them (where the viewer started one) are resident at once: accounted so.
-            if self.presize && prefault::ahead(&items) {
-                acct = alloc;
-            }
-            items
+            Vec::with_capacity(alloc)
         };
         self.open = Some(Chunk {
             base,
