@@ -16,8 +16,16 @@ use ncclprof_shared::wire::{self, ViewerMsg};
 
 pub use super::ingest::SourceMsg;
 
-/// Capacity of the frame channel to the UI loop.
-pub const CHANNEL_CAP: usize = 1024;
+/// Capacity of the frame channel to the UI loop: 128 frames, at most 24 MiB (frames are at
+/// most 192 KiB, `wire::MAX_FRAME`), about 26 ms of full frames at 10 M events/s, twice the
+/// slowest frame render at 10 M retained events. A UI loop behind (while its store first grows,
+/// on the CI VM) is what fills it; then the receivers block and the plugins' senders drop and
+/// count ("viewer slow"). It was 1 024 frames: up to 192 MiB of freshly allocated frames waiting
+/// for the UI, first touched while the store was also growing, and 0.4 s of latency. At 10 M
+/// events/s for 30 s (first fill included) the stream bench delivered a median 97.7 % with
+/// 1 024 and 99.1 % with 128 (higher in 4 of 5 pairs), latency p99 376 ms and 76 ms
+/// (BENCHMARKS.md §2, "The viewer's frame channel").
+pub const CHANNEL_CAP: usize = 128;
 /// How often the directory is polled.
 pub const POLL: Duration = Duration::from_millis(500);
 
