@@ -24,7 +24,7 @@
 //! branch per push.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use ncclprof_shared::kind::EventKind;
 
@@ -422,6 +422,13 @@ pub struct RingPool {
     initial_slots: u64,
     /// Records lost because no ring was free, by kind.
     pub no_ring: [AtomicU64; EventKind::COUNT],
+    /// Rings in state FREE, as a hint for threads without a ring: while it is 0 (more
+    /// recording threads than rings) such a thread's call returns at once. Without it, each
+    /// of its calls tried to claim every ring in turn, a compare-exchange on the cache line
+    /// of each ring's owner (its sequence and producer state): 128 contended writes per call,
+    /// slowing the threads that do have rings. Signed: a claim may count before the recycle
+    /// that freed the ring does.
+    free: Padded<AtomicI32>,
     key: libc::pthread_key_t,
 }
 
@@ -498,6 +505,7 @@ impl RingPool {
             rings: rings.into_boxed_slice(),
             initial_slots: cap as u64,
             no_ring: Default::default(),
+            free: Padded(AtomicI32::new(count as i32)),
             key,
         })
     }
@@ -532,6 +540,7 @@ impl RingPool {
         let (t, h) = ring.readable();
         if t == h && ring.state.load(Ordering::Acquire) == RETIRED {
             ring.state.store(FREE, Ordering::Release);
+            self.free.0.fetch_add(1, Ordering::Release);
         }
     }
 
@@ -569,11 +578,17 @@ impl RingPool {
 
     #[cold]
     fn claim(&'static self) -> Option<&'static Ring> {
+        if self.free.0.load(Ordering::Acquire) <= 0 {
+            return None; // every ring is taken: touch none of them (see `free`)
+        }
         for r in self.rings.iter() {
-            if r.state
-                .compare_exchange(FREE, OWNED, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
+            // Look before the compare-exchange: a taken ring's line stays with its owner.
+            if r.state.load(Ordering::Relaxed) == FREE
+                && r.state
+                    .compare_exchange(FREE, OWNED, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
             {
+                self.free.0.fetch_sub(1, Ordering::Relaxed);
                 MY_RING.with(|c| c.set(r));
                 // SAFETY: the key was created in `new`; the value is a pointer to a 'static ring
                 // that the destructor marks retired. The first keys live in the thread
@@ -921,6 +936,41 @@ mod tests {
             .join()
             .unwrap();
         assert_ne!(held.index(), b);
+    }
+
+    /// More recording threads than rings: the others get none (and keep asking), and get one
+    /// as soon as the drain recycles a ring whose thread exited; the free count stays exact.
+    #[test]
+    fn a_thread_without_a_ring_gets_one_once_a_ring_is_recycled() {
+        let p = pool();
+        let gone = std::thread::spawn(move || p.mine().unwrap().index())
+            .join()
+            .unwrap();
+        // Three threads that take a ring each and live until told to end.
+        let holders: Vec<_> = (0..3)
+            .map(|_| {
+                let (ready, got) = std::sync::mpsc::channel();
+                let (end, ended) = std::sync::mpsc::channel::<()>();
+                let h = std::thread::spawn(move || {
+                    ready.send(p.mine().map(Ring::index)).unwrap();
+                    let _ = ended.recv();
+                });
+                (got.recv().unwrap(), end, h)
+            })
+            .collect();
+        // Three live threads hold three rings; the fourth is retired, not yet recycled.
+        assert!(holders.iter().all(|(i, _, _)| i.is_some()));
+        assert_eq!(p.free.0.load(Ordering::Relaxed), 0);
+        assert!(p.mine().is_none(), "every ring taken or retired");
+        assert!(p.mine().is_none(), "asks again, still none");
+        p.recycle_if_retired(&p.rings()[gone as usize]);
+        assert_eq!(p.free.0.load(Ordering::Relaxed), 1);
+        assert_eq!(p.mine().map(Ring::index), Some(gone));
+        assert_eq!(p.free.0.load(Ordering::Relaxed), 0);
+        for (_, end, h) in holders {
+            drop(end);
+            h.join().unwrap();
+        }
     }
 
     /// A pthread-key destructor that runs after ours and calls NCCL gets no ring instead of
