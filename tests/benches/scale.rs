@@ -6,6 +6,7 @@
 //! (from the summary it logs then): a run that drops does less work, so its cost reads lower.
 //!
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-tests --bench scale`
+//! (`SCALE_SHAPES=8x32,2x64` for some rows only, `SCALE_RUNS` runs of each plugin, default 3).
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,31 @@ use ncclprof_tests::loss::Losses;
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
+}
+
+/// (ranks, communicators) of each row.
+const SHAPES: [(usize, usize); 8] = [
+    (2, 1),
+    (8, 1),
+    (16, 1),
+    (32, 1),
+    (64, 1),
+    (8, 8),
+    (8, 32),
+    (2, 64),
+];
+
+/// `SCALE_SHAPES`, e.g. `8x32,2x64`: only those rows.
+fn shapes(list: &str) -> Vec<(usize, usize)> {
+    list.split(',')
+        .map(|s| {
+            let parsed = s
+                .trim()
+                .split_once('x')
+                .and_then(|(r, c)| Some((r.parse().ok()?, c.parse().ok()?)));
+            parsed.unwrap_or_else(|| panic!("SCALE_SHAPES: {s:?} is not RANKSxCOMMS"))
+        })
+        .collect()
 }
 
 /// Contexts × iterations per run (see `ns_per_call`).
@@ -91,18 +117,14 @@ fn main() {
     // are since the first run: a run's are the growth of each count it reports. Drops the
     // drain counts while it catches up after a run show in the next run's.
     let mut dropped_before = [0u64; DropReason::COUNT];
-    for (ranks, comms) in [
-        (2, 1),
-        (8, 1),
-        (16, 1),
-        (32, 1),
-        (64, 1),
-        (8, 8),
-        (8, 32),
-        (2, 64),
-    ] {
+    let shapes = std::env::var("SCALE_SHAPES").map_or_else(|_| SHAPES.to_vec(), |s| shapes(&s));
+    let runs: usize = std::env::var("SCALE_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    for (ranks, comms) in shapes {
         let (mut a, mut b, mut lost, mut after) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..3 {
+        for _ in 0..runs {
             a.push(ns_per_call(&noop, ranks, comms, true).0);
             settle();
             let (ns, calls, summary) = ns_per_call(&prof, ranks, comms, false);
