@@ -537,8 +537,16 @@ impl RingPool {
 
     /// Drain side: after emptying a retired ring, return it to the pool.
     pub fn recycle_if_retired(&self, ring: &Ring) {
+        // The state first: its Acquire pairs with the owner's Release of RETIRED, which
+        // follows its last push, so the head read after it is final. Read the other way round,
+        // a head read just before the owner's last pushes and exit, then RETIRED, freed the
+        // ring with those records unread, out of the drain's sight until another thread
+        // claimed it (their events then counted abandoned and their stops unknown).
+        if ring.state.load(Ordering::Acquire) != RETIRED {
+            return;
+        }
         let (t, h) = ring.readable();
-        if t == h && ring.state.load(Ordering::Acquire) == RETIRED {
+        if t == h {
             ring.state.store(FREE, Ordering::Release);
             self.free.0.fetch_add(1, Ordering::Release);
         }
@@ -971,6 +979,71 @@ mod tests {
             drop(end);
             h.join().unwrap();
         }
+    }
+
+    /// Short-lived threads push a few records each and exit while the drain reads and
+    /// recycles: every record is read, and a ring goes back to the pool only empty. (With the
+    /// head read before the state, a thread's last records could be left in a freed ring.)
+    #[test]
+    fn rings_recycled_while_their_threads_exit_lose_no_record() {
+        const THREADS: u64 = 3000;
+        let pool: &'static RingPool = Box::leak(Box::new(RingPool::new(2, 256).unwrap()));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let drain = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let (mut read, mut stranded) = (0u64, 0u64);
+                loop {
+                    let finished = done.load(Ordering::Acquire);
+                    for r in pool.rings() {
+                        // Records in a free ring: the head read first, so a new owner's push
+                        // seen here would make its claim (not FREE) visible below.
+                        let (t, h) = r.readable();
+                        if t != h && r.state.load(Ordering::Acquire) == FREE {
+                            stranded += 1;
+                        }
+                        if !r.is_active() {
+                            continue;
+                        }
+                        let (t, h) = r.readable();
+                        read += h - t;
+                        r.release(h);
+                        pool.recycle_if_retired(r);
+                    }
+                    if finished && pool.rings().iter().all(|r| !r.is_active()) {
+                        return (read, stranded);
+                    }
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let mut pushed = 0;
+        for i in 0..THREADS {
+            let n = 1 + i % 7;
+            let got = std::thread::spawn(move || {
+                // Wait for a ring: the drain frees one once its thread's records are read.
+                let r = loop {
+                    if let Some(r) = pool.mine() {
+                        break r;
+                    }
+                    std::thread::yield_now();
+                };
+                (0..n).all(|_| r.push(&Raw::default()))
+            })
+            .join()
+            .unwrap();
+            assert!(got, "a ring of 256 slots took 7 records");
+            pushed += n;
+        }
+        done.store(true, Ordering::Release);
+        let (read, stranded) = drain.join().unwrap();
+        assert_eq!(stranded, 0, "passes that found records in a freed ring");
+        assert_eq!(read, pushed, "records left in freed rings");
+        for r in pool.rings() {
+            let (t, h) = r.readable();
+            assert_eq!(t, h, "a freed ring holds unread records");
+        }
+        assert_eq!(pool.free.0.load(Ordering::Relaxed), 2);
     }
 
     /// A pthread-key destructor that runs after ours and calls NCCL gets no ring instead of
