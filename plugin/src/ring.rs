@@ -983,7 +983,9 @@ mod tests {
 
     /// Short-lived threads push a few records each and exit while the drain reads and
     /// recycles: every record is read, and a ring goes back to the pool only empty. (With the
-    /// head read before the state, a thread's last records could be left in a freed ring.)
+    /// head read before the state, a thread's last records could be left in a freed ring; that
+    /// window is nanoseconds wide, so this catches it only when widened, e.g. by a spin between
+    /// the two reads: a guard against gross regressions, not proof of the ordering.)
     #[test]
     fn rings_recycled_while_their_threads_exit_lose_no_record() {
         const THREADS: u64 = 3000;
@@ -1022,10 +1024,13 @@ mod tests {
             let n = 1 + i % 7;
             let got = std::thread::spawn(move || {
                 // Wait for a ring: the drain frees one once its thread's records are read.
+                // Bounded, so that a ring never coming back fails the test, not hangs it.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
                 let r = loop {
                     if let Some(r) = pool.mine() {
                         break r;
                     }
+                    assert!(std::time::Instant::now() < deadline, "no ring came back");
                     std::thread::yield_now();
                 };
                 (0..n).all(|_| r.push(&Raw::default()))
