@@ -424,10 +424,11 @@ pub struct RingPool {
     pub no_ring: [AtomicU64; EventKind::COUNT],
     /// Rings in state FREE, as a hint for threads without a ring: while it is 0 (more
     /// recording threads than rings) such a thread's call returns at once. Without it, each
-    /// of its calls tried to claim every ring in turn, a compare-exchange on the cache line
-    /// of each ring's owner (its sequence and producer state): 128 contended writes per call,
-    /// slowing the threads that do have rings. Signed: a claim may count before the recycle
-    /// that freed the ring does.
+    /// of its calls tried to claim every ring in turn: a compare-exchange on each ring's
+    /// `state`, which shares a cache line with the ring's slot and phases pointers and index,
+    /// read by its owner on every call. 128 contended writes per call, slowing the threads
+    /// that do have rings. Signed: a claim may count before the recycle that freed the ring
+    /// does.
     free: Padded<AtomicI32>,
     key: libc::pthread_key_t,
 }
