@@ -122,10 +122,7 @@ fn main() {
     let mut dropped_before = [0u64; DropReason::COUNT];
     let mut drain_counts_unreported = false;
     let shapes = std::env::var("SCALE_SHAPES").map_or_else(|_| SHAPES.to_vec(), |s| shapes(&s));
-    let runs: usize = std::env::var("SCALE_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+    let runs: usize = ncclprof_tests::env("SCALE_RUNS").unwrap_or(3);
     for (ranks, comms) in shapes {
         let (mut a, mut b, mut lost, mut after) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {

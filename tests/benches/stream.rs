@@ -36,10 +36,6 @@ const STEPS_PER_OP: u64 = 8;
 /// Events per ProxyOp: the op and its steps.
 const EVENTS_PER_OP: u64 = STEPS_PER_OP + 1;
 
-fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
-    std::env::var(name).ok().and_then(|s| s.parse().ok())
-}
-
 /// CPU seconds (user + system) of this process's threads, grouped by thread-name prefix.
 fn cpu_by_thread() -> BTreeMap<String, f64> {
     let tick = 100.0; // USER_HZ
@@ -99,8 +95,8 @@ fn main() {
             libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
         }
     }
-    let secs: u64 = env("STREAM_SECS").unwrap_or(3);
-    let producers: u64 = env("STREAM_PRODUCERS").unwrap_or(1).max(1);
+    let secs: u64 = ncclprof_tests::env("STREAM_SECS").unwrap_or(3);
+    let producers: u64 = ncclprof_tests::env("STREAM_PRODUCERS").unwrap_or(1).max(1);
     let rates: Vec<u64> = std::env::var("STREAM_RATES")
         .ok()
         .map(|s| s.split(',').filter_map(|r| r.trim().parse().ok()).collect())

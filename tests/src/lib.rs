@@ -13,6 +13,11 @@ pub mod e2e;
 pub mod faults;
 pub mod loss;
 
+/// A bench's setting from the environment: `None` where unset or not a `T`.
+pub fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
 /// `target/<profile>/` of this build.
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
