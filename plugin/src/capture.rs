@@ -68,6 +68,7 @@ pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw
         }
         *ph = Phases {
             id,
+            start: raw.ts,
             ..Phases::default()
         };
     }

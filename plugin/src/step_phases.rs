@@ -60,6 +60,9 @@ const SEEN_SEND: u8 = SEEN_SEND_GPU_WAIT | SEEN_SEND_WAIT | SEEN_SEND_PEER_WAIT;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Phases {
     pub id: u64,
+    /// The step's start, raw ticks (0 = not known): a send step's SendGPUWait takes this
+    /// time instead of reading the clock (see [`Phases::needs_time`]).
+    pub start: u64,
     /// The step's phase boundaries a, b, c (see `record.rs`), raw ticks, 0 = not seen.
     pub t: [u64; 3],
     /// Argument of the last SendWait / RecvFlushWait (bytes).
@@ -82,7 +85,7 @@ impl Phases {
             st::PROXY_STEP_SEND_GPU_WAIT => {
                 self.seen |= SEEN_SEND_GPU_WAIT;
                 if self.t[0] == 0 {
-                    self.t[0] = ts;
+                    self.t[0] = if self.start != 0 { self.start } else { ts };
                 }
             }
             st::PROXY_STEP_SEND_PEER_WAIT => {
@@ -122,10 +125,18 @@ impl Phases {
     /// the send, which is when a receiver is slow); the other states keep the last one's
     /// time; states a step does not have are ignored. A state that needs no time reads no
     /// clock, the dearest part of a call (`capture::state`).
+    ///
+    /// A send step's SendGPUWait takes its start's time when the entry holds it. NCCL records
+    /// that state in the same block of its send progress as the start, a few stores (and at
+    /// most one shared-buffer lookup and a fence) later, in every version with ProxySteps
+    /// (ABI spec §4.6, "immediately after"): the two times differ by less than a callback
+    /// costs, where the phase that begins there lasts microseconds. Reading the clock again
+    /// cost one counter read in each send step's five calls.
     #[inline(always)]
     pub fn needs_time(&self, state: i32) -> bool {
         match state as u32 {
-            st::PROXY_STEP_SEND_GPU_WAIT | st::PROXY_STEP_RECV_WAIT => self.t[0] == 0,
+            st::PROXY_STEP_SEND_GPU_WAIT => self.t[0] == 0 && self.start == 0,
+            st::PROXY_STEP_RECV_WAIT => self.t[0] == 0,
             st::PROXY_STEP_SEND_PEER_WAIT => self.t[1] == 0,
             st::PROXY_STEP_SEND_WAIT
             | st::PROXY_STEP_RECV_FLUSH_WAIT
@@ -282,6 +293,49 @@ mod tests {
         for s in [0, 1, 7, 13, 19, 21, 255, -5, 1 << 20] {
             assert!(!Phases::default().needs_time(s), "state {s}");
         }
+    }
+
+    /// A send step's entry made at its start (as `capture::start` makes it) reads the clock
+    /// for two of its states, not three: SendGPUWait takes the start's time. A receive
+    /// step's RecvWait still reads it (NCCL posts the receive buffer in between).
+    #[test]
+    fn a_send_steps_gpu_wait_takes_its_starts_time() {
+        let reads = |states: &[u32]| {
+            let mut ph = Phases {
+                id: 9,
+                start: 100,
+                ..Phases::default()
+            };
+            let mut reads = 0;
+            for (i, &s) in states.iter().enumerate() {
+                let ts = if ph.needs_time(s as i32) {
+                    reads += 1;
+                    1_000 + i as u64
+                } else {
+                    0
+                };
+                ph.record(s as i32, ts, 7);
+            }
+            (reads, ph.t)
+        };
+        let send = [
+            st::PROXY_STEP_SEND_GPU_WAIT,
+            st::PROXY_STEP_SEND_GPU_WAIT,
+            st::PROXY_STEP_SEND_PEER_WAIT,
+            st::PROXY_STEP_SEND_WAIT,
+        ];
+        assert_eq!(reads(&send), (2, [100, 1_002, 1_003]));
+        let recv = [
+            st::PROXY_STEP_RECV_WAIT,
+            st::PROXY_STEP_RECV_FLUSH_WAIT,
+            st::PROXY_STEP_RECV_GPU_WAIT,
+        ];
+        assert_eq!(reads(&recv), (3, [1_000, 1_001, 1_002]));
+        // Without the start (an entry the merge tests make), the state reads its own time.
+        let mut ph = Phases::default();
+        assert!(ph.needs_time(st::PROXY_STEP_SEND_GPU_WAIT as i32));
+        ph.record(st::PROXY_STEP_SEND_GPU_WAIT as i32, 55, 0);
+        assert_eq!(ph.t[0], 55);
     }
 
     #[test]

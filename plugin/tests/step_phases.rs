@@ -147,9 +147,11 @@ fn evicted_and_cross_thread_step_states_give_the_same_record() {
         assert!(r.has(F_SEND) && r.has(F_END_KNOWN), "{r:?}");
         assert_eq!(r.flags & (F_PARENT_UNKNOWN | F_RESTARTED), 0, "{r:?}");
         assert!(
-            r.start_ns < r.p[1] && r.p[1] <= r.p[2] && r.p[2] <= r.p[3] && r.p[3] <= r.end_ns,
+            r.start_ns <= r.p[1] && r.p[1] <= r.p[2] && r.p[2] <= r.p[3] && r.p[3] <= r.end_ns,
             "phases in order within the step: {r:?}"
         );
+        // Each SendGPUWait came while its step's entry held the start: it took that time.
+        assert_eq!(r.p[1], r.start_ns, "{r:?}");
     }
     let ra = find(a);
     assert_eq!(ra.p[4], 7777, "bytes of the last SendWait");

@@ -22,7 +22,9 @@
 //! | CeBatch | — | numOps | — | totalBytes | — | stop | — | — |
 //!
 //! ProxyStep phases: send a = SendGPUWait(8), b = SendPeerWait(20, first), c = SendWait(9);
-//! receive a = RecvWait(10), b = RecvFlushWait(11), c = RecvGPUWait(12).
+//! receive a = RecvWait(10), b = RecvFlushWait(11), c = RecvGPUWait(12). A send step's a is
+//! normally its start time: NCCL records SendGPUWait a few instructions after the start, and
+//! the plugin does not read the clock again for it (`step_phases::Phases::needs_time`).
 //! `strings(..)` packs up to four 16-bit string ids (see [`pack_strings`]); id 0 = none.
 
 use bytemuck::{Pod, Zeroable};
@@ -150,7 +152,8 @@ impl EventRecord {
             to.saturating_sub(from)
         };
         if self.has(F_SEND) {
-            // start→a is granting (negligible); a→b GPU wait, b→c peer wait, c→end network.
+            // start→a is granting (nil where a is the start's time); a→b GPU wait, b→c peer
+            // wait, c→end network.
             let gpu = next(a, &[b, c, end]);
             let peer = next(b, &[c, end]);
             let net = next(c, &[end]);
