@@ -129,7 +129,8 @@ pub mod state {
 /// Index into [`crate::record::EventRecord`]'s step phase timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum StepPhase {
-    /// Send: start → SendGPUWait (buffer granted, GPU filling it).
+    /// Send: SendGPUWait → SendPeerWait (buffer granted, GPU filling it). NCCL records
+    /// SendGPUWait right after the step's start, and the plugin gives it the start's time.
     SendGpuWait,
     /// Send: SendPeerWait → SendWait (data ready, receiver has no buffer/credit yet).
     SendPeerWait,
