@@ -52,6 +52,10 @@ const SEEN_RECV_WAIT: u8 = 1 << 2;
 const SEEN_RECV_FLUSH_WAIT: u8 = 1 << 3;
 const SEEN_RECV_GPU_WAIT: u8 = 1 << 4;
 const SEEN_SEND_PEER_WAIT: u8 = 1 << 5;
+/// `t[0]` is the step's start tick (a SendGPUWait that took it, see [`Phases::needs_time`]):
+/// the merge gives phase a the step's start in ns exactly, where converting the same tick again
+/// could differ by the drain's calibration refresh in between (found in review).
+const A_IS_START: u8 = 1 << 6;
 const SEEN_SEND: u8 = SEEN_SEND_GPU_WAIT | SEEN_SEND_WAIT | SEEN_SEND_PEER_WAIT;
 
 /// One open step's states since its start (or since its phases last went to the ring), in
@@ -85,7 +89,12 @@ impl Phases {
             st::PROXY_STEP_SEND_GPU_WAIT => {
                 self.seen |= SEEN_SEND_GPU_WAIT;
                 if self.t[0] == 0 {
-                    self.t[0] = if self.start != 0 { self.start } else { ts };
+                    if self.start != 0 {
+                        self.t[0] = self.start;
+                        self.seen |= A_IS_START;
+                    } else {
+                        self.t[0] = ts;
+                    }
                 }
             }
             st::PROXY_STEP_SEND_PEER_WAIT => {
@@ -127,11 +136,14 @@ impl Phases {
     /// clock, the dearest part of a call (`capture::state`).
     ///
     /// A send step's SendGPUWait takes its start's time when the entry holds it. NCCL records
-    /// that state in the same block of its send progress as the start, a few stores (and at
-    /// most one shared-buffer lookup and a fence) later, in every version with ProxySteps
-    /// (ABI spec §4.6, "immediately after"): the two times differ by less than a callback
-    /// costs, where the phase that begins there lasts microseconds. Reading the clock again
-    /// cost one counter read in each send step's five calls.
+    /// that state in the same block of its send progress as the start (ABI spec §4.6,
+    /// "immediately after"). Between the two calls there is at most a shared-buffer lookup,
+    /// a fence or two and, before 2.27 with ProxyOp in the mask, a ProxyOp SendPosted
+    /// callback; 2.23 starts a transfer's slice steps together and then records SendGPUWait
+    /// for each. That is well under a microsecond, where the phase that begins there lasts
+    /// microseconds to milliseconds. Reading the clock again cost one counter read in each
+    /// send step's five calls. The drain then gives phase a the step's start exactly
+    /// ([`A_IS_START`]).
     #[inline(always)]
     pub fn needs_time(&self, state: i32) -> bool {
         match state as u32 {
@@ -177,9 +189,13 @@ fn merge(rec: &mut EventRecord, seen: u8, t: [u64; 3], arg: u64, retries: u32) {
     if seen & SEEN_SEND != 0 {
         rec.flags |= F_SEND;
     }
-    // a: the first SendGPUWait / RecvWait.
+    // a: the first SendGPUWait / RecvWait (the step's start where the first took its time).
     if seen & (SEEN_SEND_GPU_WAIT | SEEN_RECV_WAIT) != 0 && rec.p[1] == 0 {
-        rec.p[1] = t[0];
+        rec.p[1] = if seen & A_IS_START != 0 {
+            rec.start_ns
+        } else {
+            t[0]
+        };
     }
     // b: the last RecvFlushWait, else the first SendPeerWait.
     if seen & SEEN_RECV_FLUSH_WAIT != 0 || (seen & SEEN_SEND_PEER_WAIT != 0 && rec.p[2] == 0) {
@@ -266,7 +282,8 @@ mod tests {
     }
 
     /// A step retried 1 000 times (SendPeerWait on every progress pass) reads the clock
-    /// three times for its states, and keeps the first SendPeerWait's time and the count.
+    /// three times for its states (an entry without its start's time; with it, twice: the
+    /// next test), and keeps the first SendPeerWait's time and the count.
     #[test]
     fn repeated_states_need_no_time() {
         let mut ph = Phases::default();
@@ -336,6 +353,44 @@ mod tests {
         assert!(ph.needs_time(st::PROXY_STEP_SEND_GPU_WAIT as i32));
         ph.record(st::PROXY_STEP_SEND_GPU_WAIT as i32, 55, 0);
         assert_eq!(ph.t[0], 55);
+    }
+
+    /// Phase a of a send step whose SendGPUWait took the start's tick is the record's start in
+    /// ns, whatever the carried tick converts to (the drain's calibration may be refreshed
+    /// between reading the start and reading the stop); a later RecvWait (odd input) does not
+    /// move it, as one by one it would not.
+    #[test]
+    fn a_taken_from_the_start_is_the_records_start_exactly() {
+        let mut ph = Phases {
+            id: 9,
+            start: 100,
+            ..Phases::default()
+        };
+        ph.record(st::PROXY_STEP_SEND_GPU_WAIT as i32, 0, 0);
+        ph.record(st::PROXY_STEP_RECV_WAIT as i32, 150, 0);
+        ph.record(st::PROXY_STEP_SEND_WAIT as i32, 200, 4096);
+        let mut raw = ph.to_raw(OP_STOP, 300);
+        // The drain converts the carried ticks to ns; here the start's converts 654 ns off.
+        raw.w = [5_654, 5_200, 5_300, 0];
+        let mut rec = EventRecord {
+            start_ns: 5_000,
+            ..EventRecord::default()
+        };
+        merge_record(&mut rec, &raw);
+        assert_eq!(rec.p[1], 5_000);
+        assert_eq!(rec.p[3], 5_300);
+        assert_eq!(rec.p[4], 4096);
+        // The same entry without a start: a is the carried time.
+        let mut ph = Phases::default();
+        ph.record(st::PROXY_STEP_SEND_GPU_WAIT as i32, 120, 0);
+        let mut raw = ph.to_raw(OP_STOP, 300);
+        raw.w = [5_654, 0, 0, 0];
+        let mut rec = EventRecord {
+            start_ns: 5_000,
+            ..EventRecord::default()
+        };
+        merge_record(&mut rec, &raw);
+        assert_eq!(rec.p[1], 5_654);
     }
 
     #[test]

@@ -130,7 +130,9 @@ pub mod state {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum StepPhase {
     /// Send: SendGPUWait → SendPeerWait (buffer granted, GPU filling it). NCCL records
-    /// SendGPUWait right after the step's start, and the plugin gives it the start's time.
+    /// SendGPUWait right after the step's start, and the plugin normally gives it the start's
+    /// time (not where the state comes from another thread or after a newer step took the
+    /// step's phases entry).
     SendGpuWait,
     /// Send: SendPeerWait → SendWait (data ready, receiver has no buffer/credit yet).
     SendPeerWait,
