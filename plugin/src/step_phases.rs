@@ -140,10 +140,10 @@ impl Phases {
     /// "immediately after"). Between the two calls there is at most a shared-buffer lookup,
     /// a fence or two and, before 2.27 with ProxyOp in the mask, a ProxyOp SendPosted
     /// callback; 2.23 starts a transfer's slice steps together and then records SendGPUWait
-    /// for each (RCCL's send progress has the same block). That is well under a microsecond, where the phase that begins there lasts
-    /// microseconds to milliseconds. Reading the clock again cost one counter read in each
-    /// send step's five calls. The drain then gives phase a the step's start exactly
-    /// ([`A_IS_START`]).
+    /// for each (RCCL's send progress has the same block). That is well under a
+    /// microsecond, where the phase that begins there lasts microseconds to milliseconds.
+    /// Reading the clock again cost one counter read in each send step's five calls. The
+    /// drain then gives phase a the step's start exactly ([`A_IS_START`]).
     #[inline(always)]
     pub fn needs_time(&self, state: i32) -> bool {
         match state as u32 {
