@@ -19,7 +19,7 @@
 //! ([`Ring::want_room`]), faults the larger ring's pages in, then offers it
 //! ([`Ring::populate_ahead`]); the producer switches to it at
 //! its next wrap that falls on a multiple of the new size, so the records still unread lie at
-//! the end of the old ring and the new ones start at slot 0 (see [`Producer`]). Nothing moves,
+//! the end of the old ring and the new ones start at slot 0 (see `Producer`). Nothing moves,
 //! nothing is copied, and the producer's extra work is one more load and one predictable
 //! branch per push.
 

@@ -143,7 +143,7 @@ impl Phases {
     /// for each (RCCL's send progress has the same block). That is well under a
     /// microsecond, where the phase that begins there lasts microseconds to milliseconds.
     /// Reading the clock again cost one counter read in each send step's five calls. The
-    /// drain then gives phase a the step's start exactly ([`A_IS_START`]).
+    /// drain then gives phase a the step's start exactly (`A_IS_START`).
     #[inline(always)]
     pub fn needs_time(&self, state: i32) -> bool {
         match state as u32 {
