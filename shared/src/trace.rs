@@ -73,7 +73,7 @@ pub struct Lane<R = Vec<(u32, EventRecord)>> {
     pub records: R,
 }
 
-/// A lane's records, produced on demand. [`write`] walks them twice, once for the lane's
+/// A lane's records, produced on demand. [`write()`] walks them twice, once for the lane's
 /// thread names and once for its events, so a viewer's snapshot unpacks its store as it
 /// writes instead of holding a copy of it (104 B per event, three times the store itself).
 pub trait Records {
