@@ -23,8 +23,9 @@
 //!
 //! ProxyStep phases: send a = SendGPUWait(8), b = SendPeerWait(20, first), c = SendWait(9);
 //! receive a = RecvWait(10), b = RecvFlushWait(11), c = RecvGPUWait(12). A send step's a is
-//! normally its start time: NCCL records SendGPUWait a few instructions after the start, and
-//! the plugin does not read the clock again for it (`step_phases::Phases::needs_time`).
+//! normally its start time: NCCL records SendGPUWait in the same block as the start, well under
+//! a microsecond later, and the plugin does not read the clock again for it (the plugin's
+//! `step_phases::Phases::needs_time`).
 //! `strings(..)` packs up to four 16-bit string ids (see [`pack_strings`]); id 0 = none.
 
 use bytemuck::{Pod, Zeroable};
