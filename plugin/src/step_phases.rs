@@ -369,27 +369,27 @@ mod tests {
         ph.record(st::PROXY_STEP_SEND_GPU_WAIT as i32, 0, 0);
         ph.record(st::PROXY_STEP_RECV_WAIT as i32, 150, 0);
         ph.record(st::PROXY_STEP_SEND_WAIT as i32, 200, 4096);
-        let mut raw = ph.to_raw(OP_STOP, 300);
-        // The drain converts the carried ticks to ns; here the start's converts 654 ns off.
-        raw.w = [5_654, 5_200, 5_300, 0];
-        let mut rec = EventRecord {
-            start_ns: 5_000,
-            ..EventRecord::default()
+        // The drain converts the carried ticks to ns (`w`), then merges them into the step's
+        // record, which starts at 5 000 ns.
+        let merged = |ph: &Phases, w: [u64; 4]| {
+            let mut raw = ph.to_raw(OP_STOP, 300);
+            raw.w = w;
+            let mut rec = EventRecord {
+                start_ns: 5_000,
+                ..EventRecord::default()
+            };
+            merge_record(&mut rec, &raw);
+            rec
         };
-        merge_record(&mut rec, &raw);
+        // Here the start's tick converts 654 ns off.
+        let rec = merged(&ph, [5_654, 5_200, 5_300, 0]);
         assert_eq!(rec.p[1], 5_000);
         assert_eq!(rec.p[3], 5_300);
         assert_eq!(rec.p[4], 4096);
         // The same entry without a start: a is the carried time.
         let mut ph = Phases::default();
         ph.record(st::PROXY_STEP_SEND_GPU_WAIT as i32, 120, 0);
-        let mut raw = ph.to_raw(OP_STOP, 300);
-        raw.w = [5_654, 0, 0, 0];
-        let mut rec = EventRecord {
-            start_ns: 5_000,
-            ..EventRecord::default()
-        };
-        merge_record(&mut rec, &raw);
+        let rec = merged(&ph, [5_654, 0, 0, 0]);
         assert_eq!(rec.p[1], 5_654);
     }
 
