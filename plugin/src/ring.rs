@@ -645,6 +645,14 @@ mod tests {
         Box::leak(Box::new(RingPool::new(4, 64).unwrap()))
     }
 
+    /// The index of the ring a new thread takes from `p`; the thread has exited on return
+    /// (its ring retired, not yet recycled).
+    fn ring_of_exited_thread(p: &'static RingPool) -> u32 {
+        std::thread::spawn(move || p.mine().unwrap().index())
+            .join()
+            .unwrap()
+    }
+
     /// Pages of `len` bytes at `p` that are resident.
     fn resident_pages(p: *const Raw, len: usize) -> usize {
         let mut v = vec![0u8; len.div_ceil(4096)];
@@ -932,18 +940,14 @@ mod tests {
     #[test]
     fn threads_get_distinct_rings_and_release_them() {
         let p = pool();
-        let a = std::thread::spawn(move || p.mine().unwrap().index())
-            .join()
-            .unwrap();
+        let a = ring_of_exited_thread(p);
         // The first thread exited: its ring is retired, then recycled once empty.
         let ring = &p.rings()[a as usize];
         assert_eq!(ring.state.load(Ordering::Acquire), RETIRED);
         p.recycle_if_retired(ring);
         assert!(!ring.is_active());
         let held = p.mine().unwrap();
-        let b = std::thread::spawn(move || p.mine().unwrap().index())
-            .join()
-            .unwrap();
+        let b = ring_of_exited_thread(p);
         assert_ne!(held.index(), b);
     }
 
@@ -952,9 +956,7 @@ mod tests {
     #[test]
     fn a_thread_without_a_ring_gets_one_once_a_ring_is_recycled() {
         let p = pool();
-        let gone = std::thread::spawn(move || p.mine().unwrap().index())
-            .join()
-            .unwrap();
+        let gone = ring_of_exited_thread(p);
         // Three threads that take a ring each and live until told to end.
         let holders: Vec<_> = (0..3)
             .map(|_| {
