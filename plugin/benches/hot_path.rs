@@ -3,7 +3,9 @@
 //!
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-plugin --bench hot_path`
 //! (`HOT_PATH_CANDIDATE=<copy of another build's .so>` compares this build with that one in one
-//! process instead; `HOT_PATH_IDLE_ONLY=1` measures only the idle threads.)
+//! process instead; `HOT_PATH_IDLE_ONLY=1` measures only the idle threads.) Run without
+//! `--bench`, as `cargo test --benches` runs it, it makes one short round of each table: a
+//! check that the bench still runs, not a measurement.
 //!
 //! The sequence is what a proxy thread does per network step (start, 3 states, stop) plus a
 //! Coll start/stop every 8 steps. Calls come in paced bursts (the drain thread empties the
@@ -318,15 +320,20 @@ fn main() {
         );
         return;
     }
-    let rounds = 7;
-    let bursts = 200;
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one short round.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let (rounds, bursts, kind_calls, idle_secs) = if quick {
+        (1, 2, 200, 1)
+    } else {
+        (7, 200, 2000, 5)
+    };
     if let Some(other) = std::env::var_os("HOT_PATH_CANDIDATE") {
         compare_builds(&noop, &prof, PathBuf::from(other), dir.path(), bursts);
         return;
     }
     // Warm up both.
-    measure(&noop, 20);
-    measure(&prof, 20);
+    measure(&noop, bursts.min(20));
+    measure(&prof, bursts.min(20));
     let run = |label: &str| {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
@@ -352,7 +359,7 @@ fn main() {
     run("(b) viewer attached and streaming");
     println!();
     println!(
-        "per call kind, ns per call (median of {rounds} alternated rounds of 2000 calls each)"
+        "per call kind, ns per call (median of {rounds} alternated rounds of {kind_calls} calls each)"
     );
     println!("| call                                    | noop ns  | ncclprof | added ns |");
     println!("|-----------------------------------------|----------|----------|----------|");
@@ -362,9 +369,9 @@ fn main() {
     ] {
         let (mut a, mut b) = (vec![Vec::new(); 4], vec![Vec::new(); 4]);
         for _ in 0..rounds {
-            let x = per_kind(&noop, 2000, make);
+            let x = per_kind(&noop, kind_calls, make);
             std::thread::sleep(Duration::from_millis(5));
-            let y = per_kind(&prof, 2000, make);
+            let y = per_kind(&prof, kind_calls, make);
             std::thread::sleep(Duration::from_millis(5));
             for i in 0..4 {
                 a[i].push(x[i]);
@@ -396,17 +403,17 @@ fn main() {
     // then at 0 (NCCL makes no calls at all). Measured as the whole process's CPU clock (ns
     // resolution; /proc ticks are 10 ms) while this thread sleeps: the plugin's threads plus
     // the test viewer's receiver.
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(if quick { 0 } else { 3 }));
     println!();
     println!(
-        "idle (mask on, no calls, records settled): plugin threads + test viewer used {:.3}% of one core over 5 s",
-        idle_percent(5)
+        "idle (mask on, no calls, records settled): plugin threads + test viewer used {:.3}% of one core over {idle_secs} s",
+        idle_percent(idle_secs)
     );
     profiler_stop(&prof);
     std::thread::sleep(Duration::from_millis(500));
     println!(
-        "mask 0 (exampleProfilerStop, no calls): plugin threads + test viewer used {:.3}% of one core over 5 s",
-        idle_percent(5)
+        "mask 0 (exampleProfilerStop, no calls): plugin threads + test viewer used {:.3}% of one core over {idle_secs} s",
+        idle_percent(idle_secs)
     );
     drop(viewer);
 }

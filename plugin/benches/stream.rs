@@ -4,7 +4,9 @@
 //! plugin's counters), and the latency from an event's end to its arrival at the viewer.
 //!
 //! Run: `cargo build --release -p ncclprof-plugin && cargo bench -p ncclprof-plugin --bench stream`
-//! (`STREAM_SECS=30` for the sustained 30 s run; default 3 s per rate.)
+//! (`STREAM_SECS=30` for the sustained 30 s run; default 3 s per rate.) Run without `--bench`,
+//! as `cargo test --benches` runs it, it streams 1 s at the lowest rate: a check that the
+//! bench still runs, not a measurement.
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -41,10 +43,17 @@ fn main() {
         println!("stream: bench");
         return;
     }
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one short rate.
+    let quick = !std::env::args().any(|a| a == "--bench");
     let secs: u64 = std::env::var("STREAM_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+        .unwrap_or(if quick { 1 } else { 3 });
+    let rates: &[u64] = if quick {
+        &[100_000]
+    } else {
+        &[100_000, 300_000, 1_000_000, 2_000_000, 4_000_000]
+    };
     let dir = tempfile::tempdir().unwrap();
     let rdv = dir.path().join("rdv");
     // SAFETY: before the plugin's first init.
@@ -115,7 +124,7 @@ fn main() {
     println!(
         "|-------------|---------------|-------------|-----------------|-------------|-------------|"
     );
-    for target in [100_000u64, 300_000, 1_000_000, 2_000_000, 4_000_000] {
+    for &target in rates {
         let before = stats.events.load(Ordering::Relaxed);
         let drop_before = stats.dropped.load(Ordering::Relaxed);
         stats.lat_samples.lock().unwrap().clear();

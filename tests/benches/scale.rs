@@ -7,6 +7,8 @@
 //!
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-tests --bench scale`
 //! (`SCALE_SHAPES=8x32,2x64` for some rows only, `SCALE_RUNS` runs of each plugin, default 3).
+//! Run without `--bench`, as `cargo test --benches` runs it, it makes one short run of each
+//! plugin at 2 × 1: a check that the bench still runs, not a measurement.
 
 use std::time::{Duration, Instant};
 
@@ -70,6 +72,7 @@ fn ns_per_call(
     ranks: usize,
     comms: usize,
     noop: bool,
+    iterations: u64,
 ) -> (f64, u64, Option<Losses>) {
     let mut cfg = SimConfig::default_for(plugin);
     cfg.ranks = ranks;
@@ -77,7 +80,7 @@ fn ns_per_call(
     // About 2 M calls whatever the shape (≈ 255 calls per context and iteration), so that a
     // run measures the steady state: 65 k calls, as before, were mostly the plugin's start-up
     // (threads, rendezvous, first touch of rings) — about 30 ms per process.
-    cfg.iterations = (RANK_ITERATIONS / (ranks * comms).max(1) as u64).max(2);
+    cfg.iterations = (iterations / (ranks * comms).max(1) as u64).max(2);
     cfg.rate = 0.0;
     cfg.quiet = true;
     cfg.seed = 3;
@@ -106,11 +109,20 @@ fn main() {
     }
     let prof = ncclprof_tests::plugin_path();
     let noop = ncclprof_tests::noop_path();
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one short run.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let shapes = match std::env::var("SCALE_SHAPES") {
+        Ok(s) => shapes(&s),
+        Err(_) if quick => vec![(2, 1)],
+        Err(_) => SHAPES.to_vec(),
+    };
+    let runs: usize = ncclprof_tests::env("SCALE_RUNS").unwrap_or(if quick { 1 } else { 3 });
+    let iterations = if quick { 64 } else { RANK_ITERATIONS };
     println!(
-        "scale: wall ns per plugin call of the whole fake job (all its threads on this machine) until every record is processed, median of 3 alternated runs"
+        "scale: wall ns per plugin call of the whole fake job (all its threads on this machine) until every record is processed, median of {runs} alternated runs"
     );
     println!(
-        "| ranks | comms | noop ns/call | ncclprof ns/call | added ns/call | of which the drain's catch-up after finalize, ns/call (3 runs) | records dropped + unread at finalize, % of calls (3 runs) |"
+        "| ranks | comms | noop ns/call | ncclprof ns/call | added ns/call | of which the drain's catch-up after finalize, ns/call ({runs} runs) | records dropped + unread at finalize, % of calls ({runs} runs) |"
     );
     println!("|---:|---:|---:|---:|---:|---|---|");
     // The plugin stays loaded between runs (its state too, as under NCCL), so its drop counts
@@ -121,14 +133,12 @@ fn main() {
     // holds what the runs in between lost, so it is named apart and left out of that run's %.
     let mut dropped_before = [0u64; DropReason::COUNT];
     let mut drain_counts_unreported = false;
-    let shapes = std::env::var("SCALE_SHAPES").map_or_else(|_| SHAPES.to_vec(), |s| shapes(&s));
-    let runs: usize = ncclprof_tests::env("SCALE_RUNS").unwrap_or(3);
     for (ranks, comms) in shapes {
         let (mut a, mut b, mut lost, mut after) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {
-            a.push(ns_per_call(&noop, ranks, comms, true).0);
+            a.push(ns_per_call(&noop, ranks, comms, true, iterations).0);
             settle();
-            let (ns, calls, summary) = ns_per_call(&prof, ranks, comms, false);
+            let (ns, calls, summary) = ns_per_call(&prof, ranks, comms, false, iterations);
             // The drain's catch-up after finalize counts: the job's records were not all
             // processed when it returned.
             let catch_up = settle().as_nanos() as f64 / calls.max(1) as f64;

@@ -2,7 +2,9 @@
 //! and `open` of a 1 M-span dump of NCCL's example profiler plugin. Plain timing; run
 //! `cargo bench -p ncclprof-tui --bench files`. Env: `FILES_EVENTS` (default 1 000 000),
 //! `FILES_DIR` (where the files go; default a temp dir; page cache warm), `FILES_KEEP=1` (leave
-//! the files there, e.g. to profile `ncclprof-tui open` on them).
+//! the files there, e.g. to profile `ncclprof-tui open` on them). Run without `--bench`, as
+//! `cargo test --benches` runs it, it writes and opens 10 000 events: a check that the bench
+//! still runs, not a measurement.
 //!
 //! Everything goes through the real paths: the store is filled by `ingest::apply_frame`, written
 //! by `snapshot::write` (what the `s` key and `record` use: atomic, fsync'd) and read back by
@@ -398,7 +400,9 @@ fn file_size(p: &Path) -> u64 {
 }
 
 fn main() {
-    let total: usize = env("FILES_EVENTS").unwrap_or(1_000_000);
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) 10 000 events.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let total: usize = env("FILES_EVENTS").unwrap_or(if quick { 10_000 } else { 1_000_000 });
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = env::<String>("FILES_DIR").map_or_else(|| tmp.path().to_path_buf(), PathBuf::from);
     let keep = env::<String>("FILES_KEEP").is_some_and(|v| v == "1");

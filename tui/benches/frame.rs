@@ -4,6 +4,8 @@
 //! timing; run
 //! `cargo bench -p ncclprof-tui --bench frame`; `FRAME_EVENTS=N` for one size only).
 //! Rendering cost must depend on the visible window, not on what is retained.
+//! Run without `--bench`, as `cargo test --benches` runs it, it draws 5 frames per view of
+//! 20 000 events, without the cap run: a check that the bench still runs, not a measurement.
 
 use std::time::Instant;
 
@@ -47,23 +49,28 @@ fn thread_cpu_ms() -> f64 {
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) a small store
+    // and a few frames.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let frames = if quick { 5 } else { FRAMES };
     let sizes: Vec<usize> = match std::env::var("FRAME_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())
     {
         Some(n) => vec![n],
+        None if quick => vec![20_000],
         None => vec![1_000_000, 10_000_000],
     };
     for total in sizes {
-        run(total, 4 << 30);
+        run(total, 4 << 30, frames);
     }
-    if std::env::var_os("FRAME_EVENTS").is_none() {
+    if std::env::var_os("FRAME_EVENTS").is_none() && !quick {
         // At the memory cap: 30 M events into a 512 MiB store, which evicts its oldest chunks.
-        run(30_000_000, 512 << 20);
+        run(30_000_000, 512 << 20, frames);
     }
 }
 
-fn run(total: usize, cap: usize) {
+fn run(total: usize, cap: usize, frames: usize) {
     let rss0 = rss_mib();
     let t = Instant::now();
     let mut st = Store::new(cap);
@@ -258,7 +265,7 @@ fn run(total: usize, cap: usize) {
         app.view = view;
         app.tl.span = span;
         app.tl.follow = true;
-        let (mut wall, mut cpu): (Vec<f64>, Vec<f64>) = (0..FRAMES)
+        let (mut wall, mut cpu): (Vec<f64>, Vec<f64>) = (0..frames)
             .map(|_| {
                 let (t, c) = (Instant::now(), thread_cpu_ms());
                 term.draw(|f| ncclprof_tui::ui::render(f, &app))

@@ -2,6 +2,8 @@
 //! against a baseline measured in the same run: building the same batches (copying a template
 //! batch and shifting its times), which both loops do. Run `cargo bench -p ncclprof-tui --bench
 //! ingest`; env `INGEST_EVENTS` (events per round, default 4 000 000), `INGEST_ROUNDS` (default 5).
+//! Run without `--bench`, as `cargo test --benches` runs it, one round of 20 000 events (the
+//! store stays below its cap): a check that the bench still runs, not a measurement.
 //!
 //! The mix is what proxy threads produce: per ProxyOp, 8 ProxySteps then the ProxyOp (send,
 //! `F_END_KNOWN`, phases a/b/c, transSize), 8 ranks × 4 channels per process, 2 processes; one
@@ -189,8 +191,10 @@ fn main() {
         println!("ingest: bench");
         return;
     }
-    let events: u64 = env("INGEST_EVENTS").unwrap_or(4_000_000);
-    let rounds: usize = env("INGEST_ROUNDS").unwrap_or(5);
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one small round.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let events: u64 = env("INGEST_EVENTS").unwrap_or(if quick { 20_000 } else { 4_000_000 });
+    let rounds: usize = env("INGEST_ROUNDS").unwrap_or(if quick { 1 } else { 5 });
     let tpl: Vec<Vec<EventRecord>> = (0..PROCS).map(template).collect();
     let per_batch = tpl[0].len() as u64;
     let batches = events.div_ceil(per_batch);
