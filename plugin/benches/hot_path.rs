@@ -36,7 +36,7 @@ fn lib_path(name: &str) -> PathBuf {
         }
     }
     panic!(
-        "{name} not found: run `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin` first"
+        "{name} not found: run `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin` first (without `--release` for a run without `--bench`)"
     );
 }
 

@@ -26,7 +26,7 @@ fn lib_path() -> std::path::PathBuf {
     let p = dir.join("libnccl_profiler_ncclprof.so");
     assert!(
         p.exists(),
-        "build it first: cargo build --release -p ncclprof-plugin"
+        "build it first: cargo build --release -p ncclprof-plugin (or, for a run without --bench, cargo build -p ncclprof-plugin)"
     );
     p
 }
@@ -80,12 +80,15 @@ fn main() {
 
     // Viewer.
     let path = ncclprof_shared::link::ProcessEntry::path(&rdv, std::process::id());
+    // Bounded: CI runs this bench, and a plugin that never publishes must fail it, not hang it.
+    let deadline = Instant::now() + Duration::from_secs(10);
     let entry = loop {
         if let Ok(e) = ncclprof_shared::link::ProcessEntry::read(&path)
             && !e.server.is_empty()
         {
             break e;
         }
+        assert!(Instant::now() < deadline, "plugin published no server");
         std::thread::sleep(Duration::from_millis(10));
     };
     let conn = ncclprof_shared::link::connect(&entry).unwrap();

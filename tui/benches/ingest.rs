@@ -2,8 +2,9 @@
 //! against a baseline measured in the same run: building the same batches (copying a template
 //! batch and shifting its times), which both loops do. Run `cargo bench -p ncclprof-tui --bench
 //! ingest`; env `INGEST_EVENTS` (events per round, default 4 000 000), `INGEST_ROUNDS` (default 5).
-//! Run without `--bench`, as `cargo test --benches` runs it, one round of 20 000 events (the
-//! store stays below its cap): a check that the bench still runs, not a measurement.
+//! Run without `--bench`, as `cargo test --benches` runs it, one round of 20 000 events per
+//! scenario (the at-cap one after its usual 4 M-event warm-up past the cap): a check that the
+//! bench still runs, not a measurement.
 //!
 //! The mix is what proxy threads produce: per ProxyOp, 8 ProxySteps then the ProxyOp (send,
 //! `F_END_KNOWN`, phases a/b/c, transSize), 8 ranks × 4 channels per process, 2 processes; one
