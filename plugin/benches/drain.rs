@@ -19,7 +19,7 @@
 //! Run: `cargo bench -p ncclprof-plugin --bench drain` (`DRAIN_RINGS=1` or `4` for one
 //! configuration, `DRAIN_FROM=items` or `rings` for one source, `DRAIN_PASS` records per
 //! pass, default 65 536, `DRAIN_STATES=records`). Run without `--bench`, as `cargo test
-//! --benches` runs it, it makes one round of 100 collectives per configuration: a check that
+//! --bench '*'` runs it, it makes one round of 100 collectives per configuration: a check that
 //! the bench still runs, not a measurement.
 
 use std::time::{Duration, Instant};
@@ -209,7 +209,7 @@ fn run(rings: u32, source: Source) {
     let pool = (source == Source::Rings).then(|| pool(rings, share));
     let mut completed = 0usize;
     let mut ranges: Vec<(&'static Ring, u64, u64)> = Vec::new();
-    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one short round.
+    // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one short round.
     let quick = !std::env::args().any(|a| a == "--bench");
     let (rounds, colls) = if quick { (1, 100) } else { (5, 2000) };
     for round in 0..rounds {

@@ -4,7 +4,7 @@
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-plugin --bench hot_path`
 //! (`HOT_PATH_CANDIDATE=<copy of another build's .so>` compares this build with that one in one
 //! process instead; `HOT_PATH_IDLE_ONLY=1` measures only the idle threads.) Run without
-//! `--bench`, as `cargo test --benches` runs it, it makes one short round of each table: a
+//! `--bench`, as `cargo test --bench '*'` runs it, it makes one short round of each table: a
 //! check that the bench still runs, not a measurement.
 //!
 //! The sequence is what a proxy thread does per network step (start, 3 states, stop) plus a
@@ -320,7 +320,7 @@ fn main() {
         );
         return;
     }
-    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one short round.
+    // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one short round.
     let quick = !std::env::args().any(|a| a == "--bench");
     let (rounds, bursts, kind_calls, idle_secs) = if quick {
         (1, 2, 200, 1)

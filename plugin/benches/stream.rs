@@ -5,7 +5,7 @@
 //!
 //! Run: `cargo build --release -p ncclprof-plugin && cargo bench -p ncclprof-plugin --bench stream`
 //! (`STREAM_SECS=30` for the sustained 30 s run; default 3 s per rate.) Run without `--bench`,
-//! as `cargo test --benches` runs it, it streams 1 s at the lowest rate: a check that the
+//! as `cargo test --bench '*'` runs it, it streams 1 s at the lowest rate: a check that the
 //! bench still runs, not a measurement.
 
 use std::ffi::{c_int, c_void};
@@ -43,7 +43,7 @@ fn main() {
         println!("stream: bench");
         return;
     }
-    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one short rate.
+    // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one short rate.
     let quick = !std::env::args().any(|a| a == "--bench");
     let secs: u64 = std::env::var("STREAM_SECS")
         .ok()

@@ -7,7 +7,7 @@
 //!
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-tests --bench scale`
 //! (`SCALE_SHAPES=8x32,2x64` for some rows only, `SCALE_RUNS` runs of each plugin, default 3).
-//! Run without `--bench`, as `cargo test --benches` runs it, it makes one short run of each
+//! Run without `--bench`, as `cargo test --bench '*'` runs it, it makes one short run of each
 //! plugin at 2 × 1: a check that the bench still runs, not a measurement.
 
 use std::time::{Duration, Instant};
@@ -109,7 +109,7 @@ fn main() {
     }
     let prof = ncclprof_tests::plugin_path();
     let noop = ncclprof_tests::noop_path();
-    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one short run.
+    // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one short run.
     let quick = !std::env::args().any(|a| a == "--bench");
     let shapes = match std::env::var("SCALE_SHAPES") {
         Ok(s) => shapes(&s),

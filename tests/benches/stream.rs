@@ -15,7 +15,7 @@
 //! Env: `STREAM_SECS` (default 3, use 30 for the sustained figure), `STREAM_RATES`
 //! (comma-separated events/s), `STREAM_PRODUCERS` (producer threads, default 1),
 //! `STREAM_DEFAULT_MALLOC=1` (without the allocator settings the viewer binary uses).
-//! Run without `--bench`, as `cargo test --benches` runs it, it streams 1 s at 100 000
+//! Run without `--bench`, as `cargo test --bench '*'` runs it, it streams 1 s at 100 000
 //! events/s: a check that the bench still runs, not a measurement.
 
 use std::collections::BTreeMap;
@@ -97,7 +97,7 @@ fn main() {
             libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
         }
     }
-    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one short rate.
+    // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one short rate.
     let quick = !std::env::args().any(|a| a == "--bench");
     let secs: u64 = ncclprof_tests::env("STREAM_SECS").unwrap_or(if quick { 1 } else { 3 });
     let producers: u64 = ncclprof_tests::env("STREAM_PRODUCERS").unwrap_or(1).max(1);

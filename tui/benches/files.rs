@@ -3,7 +3,7 @@
 //! `cargo bench -p ncclprof-tui --bench files`. Env: `FILES_EVENTS` (default 1 000 000),
 //! `FILES_DIR` (where the files go; default a temp dir; page cache warm), `FILES_KEEP=1` (leave
 //! the files there, e.g. to profile `ncclprof-tui open` on them). Run without `--bench`, as
-//! `cargo test --benches` runs it, it writes and opens 10 000 events: a check that the bench
+//! `cargo test --bench '*'` runs it, it writes and opens 10 000 events: a check that the bench
 //! still runs, not a measurement.
 //!
 //! Everything goes through the real paths: the store is filled by `ingest::apply_frame`, written
@@ -400,7 +400,7 @@ fn file_size(p: &Path) -> u64 {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) 10 000 events.
+    // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) 10 000 events.
     let quick = !std::env::args().any(|a| a == "--bench");
     let total: usize = env("FILES_EVENTS").unwrap_or(if quick { 10_000 } else { 1_000_000 });
     let tmp = tempfile::tempdir().expect("temp dir");

@@ -4,7 +4,7 @@
 //! timing; run
 //! `cargo bench -p ncclprof-tui --bench frame`; `FRAME_EVENTS=N` for one size only).
 //! Rendering cost must depend on the visible window, not on what is retained.
-//! Run without `--bench`, as `cargo test --benches` runs it, it draws 5 frames per view of
+//! Run without `--bench`, as `cargo test --bench '*'` runs it, it draws 5 frames per view of
 //! 20 000 events, without the cap run: a check that the bench still runs, not a measurement.
 
 use std::time::Instant;
@@ -49,7 +49,7 @@ fn thread_cpu_ms() -> f64 {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) a small store
+    // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) a small store
     // and a few frames.
     let quick = !std::env::args().any(|a| a == "--bench");
     let frames = if quick { 5 } else { FRAMES };

@@ -2,7 +2,7 @@
 //! against a baseline measured in the same run: building the same batches (copying a template
 //! batch and shifting its times), which both loops do. Run `cargo bench -p ncclprof-tui --bench
 //! ingest`; env `INGEST_EVENTS` (events per round, default 4 000 000), `INGEST_ROUNDS` (default 5).
-//! Run without `--bench`, as `cargo test --benches` runs it, one round of 20 000 events per
+//! Run without `--bench`, as `cargo test --bench '*'` runs it, one round of 20 000 events per
 //! scenario (the at-cap one after its usual 4 M-event warm-up past the cap): a check that the
 //! bench still runs, not a measurement.
 //!
@@ -192,7 +192,7 @@ fn main() {
         println!("ingest: bench");
         return;
     }
-    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, CI) one small round.
+    // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one small round.
     let quick = !std::env::args().any(|a| a == "--bench");
     let events: u64 = env("INGEST_EVENTS").unwrap_or(if quick { 20_000 } else { 4_000_000 });
     let rounds: usize = env("INGEST_ROUNDS").unwrap_or(if quick { 1 } else { 5 });
