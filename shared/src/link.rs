@@ -2,6 +2,7 @@
 //! one entry file per plugin process.
 //!
 //! Directory: `$NCCLPROF_DIR`, else `$XDG_RUNTIME_DIR/ncclprof`, else `/tmp/ncclprof-<uid>`.
+//! A viewer given no directory also watches the other defaults ([`default_dirs`]).
 //! It is created with mode 0700 and, before every use, checked to be a real directory (not a
 //! symlink) owned by the current user with no group/other permissions; otherwise it is refused.
 //!
@@ -11,6 +12,7 @@
 //! server is published) or a communicator is added. Stale entries (dead pid, or a pid reused by
 //! another process) are recognisable with [`ProcessEntry::is_alive`].
 
+use std::ffi::OsString;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -46,6 +48,14 @@ pub enum LinkError {
     Entry { path: PathBuf, msg: String },
 }
 
+impl LinkError {
+    /// The directory or file does not exist (yet): normal for a default directory no plugin has
+    /// used.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, LinkError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LinkError + '_ {
     move |source| LinkError::Io {
         path: path.to_path_buf(),
@@ -59,15 +69,47 @@ pub fn my_uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
-/// The rendezvous directory this process would use (not created or checked).
+/// The rendezvous directory this process would use (not created or checked): a plugin
+/// publishes its entry there, and a viewer creates it if missing.
 pub fn default_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os(DIR_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
+    default_dirs().swap_remove(0)
+}
+
+/// Every directory a viewer started without `--dir` watches, [`default_dir`] first.
+///
+/// With `$NCCLPROF_DIR` set, only that one. Otherwise also the other places a plugin of the
+/// same user may have chosen, because the job's environment is not the viewer's: a batch job
+/// often runs without `XDG_RUNTIME_DIR` (its plugin publishes in `/tmp/ncclprof-<uid>`) while
+/// the viewer runs in an SSH login that has it, or the other way round (a login without
+/// `XDG_RUNTIME_DIR` looks in `/run/user/<uid>/ncclprof`, systemd's usual value).
+pub fn default_dirs() -> Vec<PathBuf> {
+    candidate_dirs(
+        std::env::var_os(DIR_ENV),
+        std::env::var_os("XDG_RUNTIME_DIR"),
+        my_uid(),
+    )
+}
+
+/// [`default_dirs`] for the given environment: never empty, no duplicates.
+fn candidate_dirs(named: Option<OsString>, xdg: Option<OsString>, uid: u32) -> Vec<PathBuf> {
+    if let Some(d) = named.filter(|d| !d.is_empty()) {
+        return vec![PathBuf::from(d)];
     }
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(x).join("ncclprof");
+    let mut dirs = Vec::with_capacity(3);
+    if let Some(x) = xdg.filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(x).join("ncclprof"));
     }
-    PathBuf::from(format!("/tmp/ncclprof-{}", my_uid()))
+    let tmp = PathBuf::from(format!("/tmp/ncclprof-{uid}"));
+    if dirs.is_empty() {
+        // Without XDG_RUNTIME_DIR this process itself uses /tmp: that one comes first.
+        dirs.push(tmp.clone());
+    }
+    for d in [PathBuf::from(format!("/run/user/{uid}/ncclprof")), tmp] {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    dirs
 }
 
 /// Check that `dir` is a private directory of the current user.
@@ -264,6 +306,48 @@ mod tests {
     }
 
     #[test]
+    fn default_dirs_put_this_process_choice_first_and_add_the_other_defaults() {
+        let os = |s: &str| Some(OsString::from(s));
+        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        // Named: only that one, whatever else is set.
+        assert_eq!(
+            candidate_dirs(os("/x/rdv"), os("/run/user/7"), 7),
+            p(&["/x/rdv"])
+        );
+        // An SSH login (XDG set) also sees a batch job's /tmp directory.
+        assert_eq!(
+            candidate_dirs(None, os("/run/user/7"), 7),
+            p(&["/run/user/7/ncclprof", "/tmp/ncclprof-7"])
+        );
+        // An unusual XDG_RUNTIME_DIR: systemd's usual one is watched as well.
+        assert_eq!(
+            candidate_dirs(os(""), os("/xdg"), 7),
+            p(&["/xdg/ncclprof", "/run/user/7/ncclprof", "/tmp/ncclprof-7"])
+        );
+        // A batch job's shell (no XDG): its own /tmp first, then the login's directory.
+        assert_eq!(
+            candidate_dirs(None, os(""), 7),
+            p(&["/tmp/ncclprof-7", "/run/user/7/ncclprof"])
+        );
+        // The real environment is only read, never modified (tests run in parallel).
+        assert_eq!(default_dir(), default_dirs()[0]);
+    }
+
+    #[test]
+    fn a_missing_directory_is_not_found_a_loose_one_is_not() {
+        let t = tempfile::tempdir().unwrap();
+        assert!(
+            list_entries(&t.path().join("none"))
+                .unwrap_err()
+                .is_not_found()
+        );
+        let d = t.path().join("loose");
+        fs::create_dir(&d).unwrap();
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(!list_entries(&d).unwrap_err().is_not_found());
+    }
+
+    #[test]
     fn creates_private_dir_and_refuses_loose_ones() {
         let t = tempfile::tempdir().unwrap();
         let d = t.path().join("a/b/ncclprof");
@@ -306,13 +390,6 @@ mod tests {
         fs::write(d.join("999999.json"), b"{not json").unwrap();
         let list = list_entries(&d).unwrap();
         assert_eq!(list.iter().filter(|r| r.is_err()).count(), 1);
-    }
-
-    #[test]
-    fn default_dir_respects_env_order() {
-        // Only reads the environment; does not modify it.
-        let d = default_dir();
-        assert!(!d.as_os_str().is_empty());
     }
 }
 

@@ -8,8 +8,10 @@ use crate::model::units;
 
 const AFTER_HELP: &str = "\
 ENVIRONMENT:
-  NCCLPROF_DIR         rendezvous directory of plugin processes (default: $XDG_RUNTIME_DIR/ncclprof,
-                       else /tmp/ncclprof-<uid>); same as --dir.
+  NCCLPROF_DIR         rendezvous directory of plugin processes; same as --dir. Unset, plugins use
+                       $XDG_RUNTIME_DIR/ncclprof, else /tmp/ncclprof-<uid>, and the viewer watches
+                       both and /run/user/<uid>/ncclprof, so a job and a viewer started with
+                       different environments still meet.
   NCCLPROF_MAX_MEMORY  default for --max-memory.
   NO_COLOR             any non-empty value disables colour (same as --no-color).
   NCCLPROF_PLUGIN      demo: path of libnccl_profiler_ncclprof.so.
@@ -50,7 +52,7 @@ pub struct Global {
 
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
-    /// Attach to every plugin process in the rendezvous directory (the default).
+    /// Attach to every plugin process in the rendezvous directories (the default).
     Live(LiveArgs),
     /// Run the fake NCCL host `ncclprof-sim` with the ncclprof plugin and view it live.
     Demo(DemoArgs),
@@ -62,7 +64,8 @@ pub enum Cmd {
 
 #[derive(Debug, Clone, Args)]
 pub struct LiveArgs {
-    /// Rendezvous directory (must be yours, mode 0700; created so if missing).
+    /// Rendezvous directory (must be yours, mode 0700; created so if missing). Without it,
+    /// every default directory is watched (NCCLPROF_DIR in `ncclprof-tui --help`).
     #[arg(long, env = "NCCLPROF_DIR", hide_env_values = true)]
     pub dir: Option<PathBuf>,
 }
@@ -113,7 +116,8 @@ pub struct RecordArgs {
     /// Snapshot file to write (Chrome trace JSON).
     #[arg(long, short)]
     pub output: PathBuf,
-    /// Rendezvous directory (must be yours, mode 0700; created so if missing).
+    /// Rendezvous directory (must be yours, mode 0700; created so if missing). Without it,
+    /// every default directory is watched (NCCLPROF_DIR in `ncclprof-tui --help`).
     #[arg(long, env = "NCCLPROF_DIR", hide_env_values = true)]
     pub dir: Option<PathBuf>,
 }

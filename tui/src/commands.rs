@@ -29,19 +29,33 @@ fn store(g: &Global) -> Store {
     Store::new(g.max_memory.min(usize::MAX as u64) as usize)
 }
 
-fn resolve_dir(dir: Option<PathBuf>) -> PathBuf {
-    dir.unwrap_or_else(link::default_dir)
+/// The directories to watch: the one named (`--dir` or `NCCLPROF_DIR`), else every default
+/// ([`link::default_dirs`]). The first is created if missing (private); a bad one is refused
+/// with the reason.
+fn resolve_dirs(dir: Option<PathBuf>, what: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let dirs = dir.map_or_else(link::default_dirs, |d| vec![d]);
+    link::ensure_dir(&dirs[0]).with_context(|| format!("{what} {}", dirs[0].display()))?;
+    Ok(dirs)
+}
+
+/// What the waiting screen says is watched.
+fn watched(dirs: &[PathBuf]) -> String {
+    let mut s = format!("directory {}", dirs[0].display());
+    if dirs.len() > 1 {
+        let others: Vec<String> = dirs[1..].iter().map(|d| d.display().to_string()).collect();
+        s.push_str(&format!(" (and {} if present)", others.join(", ")));
+    }
+    s
 }
 
 fn live(g: &Global, a: LiveArgs) -> anyhow::Result<()> {
-    let dir = resolve_dir(a.dir);
-    // A missing directory is created (private); a bad one is refused with the reason.
-    link::ensure_dir(&dir).with_context(|| format!("cannot use {}", dir.display()))?;
-    view_dir(g, &dir, format!("directory {}", dir.display()))
+    let dirs = resolve_dirs(a.dir, "cannot use")?;
+    let desc = watched(&dirs);
+    view_dirs(g, dirs, desc)
 }
 
-fn view_dir(g: &Global, dir: &Path, desc: String) -> anyhow::Result<()> {
-    let src = source::live(dir.to_path_buf());
+fn view_dirs(g: &Global, dirs: Vec<PathBuf>, desc: String) -> anyhow::Result<()> {
+    let src = source::live(dirs);
     let mut app = App::new(store(g), true, desc);
     app.no_color = no_color(g);
     crate::event_loop::run(&mut app, Some(src))
@@ -60,10 +74,9 @@ fn open_files(g: &Global, a: OpenArgs) -> anyhow::Result<()> {
 
 /// Record for the duration, write the snapshot, return the one-line summary.
 pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
-    let dir = resolve_dir(a.dir);
     // Created if missing, as `live` does: `record` started before the job (a batch script, a
     // second terminal) must wait for it, not fail (seen on a real-NCCL run).
-    link::ensure_dir(&dir).with_context(|| format!("cannot record from {}", dir.display()))?;
+    let dirs = resolve_dirs(a.dir, "cannot record from")?;
     // Fail before recording, not after, if the output cannot be written there.
     let out_dir = match a.output.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -77,7 +90,7 @@ pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
         );
     }
     crate::term::install_signal_flag();
-    let src = source::live(dir.clone());
+    let src = source::live(dirs);
     let mut st = store(g);
     let mut controls: Vec<ipc_channel::ipc::IpcSender<ncclprof_shared::wire::ViewerMsg>> =
         Vec::new();
@@ -266,9 +279,9 @@ fn demo(g: &Global, a: DemoArgs) -> anyhow::Result<()> {
             err.lines().take(20).collect::<Vec<_>>().join("\n")
         );
     }
-    let r = view_dir(
+    let r = view_dirs(
         g,
-        &dir,
+        vec![dir.clone()],
         format!(
             "demo: {} ranks in {} processes ({})",
             a.ranks,
@@ -295,4 +308,20 @@ fn exe_name() -> String {
     std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "this binary".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_waiting_screen_names_every_watched_directory() {
+        let one = [PathBuf::from("/x/rdv")];
+        assert_eq!(watched(&one), "directory /x/rdv");
+        let three = ["/run/user/7/ncclprof", "/tmp/ncclprof-7", "/y"].map(PathBuf::from);
+        assert_eq!(
+            watched(&three),
+            "directory /run/user/7/ncclprof (and /tmp/ncclprof-7, /y if present)"
+        );
+    }
 }

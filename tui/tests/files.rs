@@ -337,7 +337,7 @@ fn live_source_connects_streams_and_controls() {
     let dir = t.path().join("rdv");
     ncclprof_shared::link::ensure_dir(&dir).unwrap();
     let plugin = fake_plugin::start(&dir);
-    let live = ncclprof_tui::model::source::live(dir.clone());
+    let live = ncclprof_tui::model::source::live(vec![dir.clone()]);
     let mut app = App::new(Store::new(1 << 30), true, String::new());
     let mut fx = Effects::default();
     let t0 = Instant::now();
@@ -375,6 +375,57 @@ fn live_source_connects_streams_and_controls() {
     }
     assert!(matches!(app.store.procs[0].state, ProcState::Ended(_)));
     assert!(fx.controls.is_empty());
+}
+
+/// A viewer given no directory watches every default one (`link::default_dirs`): a job that
+/// published in another of them (a batch job without XDG_RUNTIME_DIR, seen from an SSH login
+/// with it) is found; a default nobody created is not an error; a bad one is reported once.
+#[test]
+fn live_source_finds_a_process_in_any_watched_directory() {
+    use ncclprof_tui::event_loop::{Effects, ingest_turn};
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let own = t.path().join("own");
+    let missing = t.path().join("missing");
+    let loose = t.path().join("loose");
+    let other = t.path().join("other");
+    ncclprof_shared::link::ensure_dir(&own).unwrap();
+    ncclprof_shared::link::ensure_dir(&other).unwrap();
+    std::fs::create_dir(&loose).unwrap();
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plugin = fake_plugin::start(&other);
+    let live = ncclprof_tui::model::source::live(vec![
+        own.clone(),
+        missing.clone(),
+        loose.clone(),
+        other.clone(),
+    ]);
+    let mut app = App::new(Store::new(1 << 30), true, String::new());
+    let mut fx = Effects::default();
+    let t0 = Instant::now();
+    while app.store.retained < 78 || fx.controls.is_empty() {
+        ingest_turn(&mut app, &live, &mut fx);
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no data: {:?}",
+            app.store.errors
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Two more polls: errors are not repeated, and the process is not connected twice.
+    std::thread::sleep(ncclprof_tui::model::source::POLL * 2);
+    ingest_turn(&mut app, &live, &mut fx);
+    assert_eq!(app.store.procs.len(), 1);
+    assert_eq!(app.store.procs[0].host, "node-a");
+    let errors: Vec<&String> = app.store.errors.iter().collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains(&loose.display().to_string()) && errors[0].contains("refusing"),
+        "{errors:?}"
+    );
+    let effects = app.update(ncclprof_tui::action::Action::StartStop);
+    fx.run(&mut app, effects);
+    assert!(plugin.join().unwrap().is_empty());
 }
 
 #[test]
@@ -479,7 +530,7 @@ fn reconnects_when_a_process_republishes_and_keeps_no_duplicates() {
         drop(rx);
         all
     });
-    let live = ncclprof_tui::model::source::live(dir.clone());
+    let live = ncclprof_tui::model::source::live(vec![dir.clone()]);
     let mut app = App::new(Store::new(1 << 30), true, String::new());
     let mut fx = Effects::default();
     let t0 = Instant::now();

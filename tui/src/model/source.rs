@@ -41,18 +41,39 @@ impl Drop for Live {
     }
 }
 
-/// Start watching `dir`.
-pub fn live(dir: PathBuf) -> Live {
+/// Start watching `dirs`. The first is the one the user named or the viewer created: its
+/// absence is an error. The others ([`link::default_dirs`]'s alternatives) are watched while
+/// they exist, silently skipped while they do not; any other problem with one (owned by
+/// another user, loose permissions) is reported once.
+pub fn live(dirs: Vec<PathBuf>) -> Live {
     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAP);
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let _ = std::thread::Builder::new()
         .name("ncclprof-watch".into())
-        .spawn(move || watch(dir, tx, s));
+        .spawn(move || watch(dirs, tx, s));
     Live { rx, stop }
 }
 
-fn watch(dir: PathBuf, tx: Sender<SourceMsg>, stop: Arc<AtomicBool>) {
+/// Every entry in `dirs`, with what could not be read. A process is known by its pid and start
+/// time, not by its directory, so one seen twice (a directory reached by two paths) is
+/// connected once.
+fn list_all(
+    dirs: &[PathBuf],
+    report: &mut impl FnMut(String),
+) -> Vec<Result<link::ProcessEntry, link::LinkError>> {
+    let mut all = Vec::new();
+    for (i, dir) in dirs.iter().enumerate() {
+        match link::list_entries(dir) {
+            Ok(list) => all.extend(list),
+            Err(e) if i > 0 && e.is_not_found() => {}
+            Err(e) => report(e.to_string()),
+        }
+    }
+    all
+}
+
+fn watch(dirs: Vec<PathBuf>, tx: Sender<SourceMsg>, stop: Arc<AtomicBool>) {
     // Processes we hold a stream from, and for each process ever connected its source id and
     // the generation we connected to: a process that dropped us (and is still running) publishes
     // a new server with a higher generation, and we reconnect on the same source id.
@@ -67,93 +88,86 @@ fn watch(dir: PathBuf, tx: Sender<SourceMsg>, stop: Arc<AtomicBool>) {
         }
     };
     while !stop.load(Ordering::Relaxed) {
-        match link::list_entries(&dir) {
-            Err(e) => report(&tx, e.to_string()),
-            Ok(list) => {
-                for item in list {
-                    let entry = match item {
-                        Ok(e) => e,
-                        Err(e) => {
-                            report(&tx, e.to_string());
-                            continue;
+        let list = list_all(&dirs, &mut |msg| report(&tx, msg));
+        for item in list {
+            let entry = match item {
+                Ok(e) => e,
+                Err(e) => {
+                    report(&tx, e.to_string());
+                    continue;
+                }
+            };
+            let key = (entry.pid, entry.start_ticks);
+            let is_active = active.lock().map(|a| a.contains(&key)).unwrap_or(true);
+            if is_active || !entry.is_alive() {
+                continue;
+            }
+            let previous = seen.get(&key).copied();
+            if previous.is_some_and(|(_, generation)| entry.generation <= generation) {
+                continue;
+            }
+            if entry.server.is_empty() {
+                if busy.insert(entry.pid) {
+                    let _ = tx.send(SourceMsg::Busy { pid: entry.pid });
+                }
+                continue;
+            }
+            match link::connect(&entry) {
+                Ok(conn) => {
+                    if let Ok(mut a) = active.lock() {
+                        a.insert(key);
+                    }
+                    if busy.remove(&entry.pid) {
+                        let _ = tx.send(SourceMsg::NotBusy { pid: entry.pid });
+                    }
+                    let src = match previous {
+                        Some((src, _)) => src,
+                        None => {
+                            next_src += 1;
+                            next_src - 1
                         }
                     };
-                    let key = (entry.pid, entry.start_ticks);
-                    let is_active = active.lock().map(|a| a.contains(&key)).unwrap_or(true);
-                    if is_active || !entry.is_alive() {
-                        continue;
-                    }
-                    let previous = seen.get(&key).copied();
-                    if previous.is_some_and(|(_, generation)| entry.generation <= generation) {
-                        continue;
-                    }
-                    if entry.server.is_empty() {
-                        if busy.insert(entry.pid) {
-                            let _ = tx.send(SourceMsg::Busy { pid: entry.pid });
-                        }
-                        continue;
-                    }
-                    match link::connect(&entry) {
-                        Ok(conn) => {
-                            if let Ok(mut a) = active.lock() {
-                                a.insert(key);
-                            }
-                            if busy.remove(&entry.pid) {
-                                let _ = tx.send(SourceMsg::NotBusy { pid: entry.pid });
-                            }
-                            let src = match previous {
-                                Some((src, _)) => src,
-                                None => {
-                                    next_src += 1;
-                                    next_src - 1
-                                }
-                            };
-                            seen.insert(key, (src, entry.generation));
-                            let active2 = active.clone();
-                            let pid = entry.pid;
-                            let _ = tx.send(SourceMsg::Connected {
-                                src,
-                                pid,
-                                control: conn.control,
-                            });
-                            let tx2 = tx.clone();
-                            let data = conn.data;
-                            let _ = std::thread::Builder::new()
-                                .name(format!("ncclprof-rx-{pid}"))
-                                .spawn(move || {
-                                    loop {
-                                        match data.recv() {
-                                            Ok(bytes) => {
-                                                let msg = match wire::decode_owned(bytes) {
-                                                    Ok(frame) => {
-                                                        SourceMsg::Frame { src, pid, frame }
-                                                    }
-                                                    Err(e) => SourceMsg::Bad {
-                                                        src,
-                                                        pid,
-                                                        error: e.to_string(),
-                                                    },
-                                                };
-                                                if tx2.send(msg).is_err() {
-                                                    return;
-                                                }
-                                            }
-                                            Err(_) => {
-                                                let alive = entry.is_alive();
-                                                if let Ok(mut a) = active2.lock() {
-                                                    a.remove(&key);
-                                                }
-                                                let _ =
-                                                    tx2.send(SourceMsg::Closed { src, pid, alive });
-                                                return;
-                                            }
+                    seen.insert(key, (src, entry.generation));
+                    let active2 = active.clone();
+                    let pid = entry.pid;
+                    let _ = tx.send(SourceMsg::Connected {
+                        src,
+                        pid,
+                        control: conn.control,
+                    });
+                    let tx2 = tx.clone();
+                    let data = conn.data;
+                    let _ = std::thread::Builder::new()
+                        .name(format!("ncclprof-rx-{pid}"))
+                        .spawn(move || {
+                            loop {
+                                match data.recv() {
+                                    Ok(bytes) => {
+                                        let msg = match wire::decode_owned(bytes) {
+                                            Ok(frame) => SourceMsg::Frame { src, pid, frame },
+                                            Err(e) => SourceMsg::Bad {
+                                                src,
+                                                pid,
+                                                error: e.to_string(),
+                                            },
+                                        };
+                                        if tx2.send(msg).is_err() {
+                                            return;
                                         }
                                     }
-                                });
-                        }
-                        Err(e) => report(&tx, e.to_string()),
-                    }
+                                    Err(_) => {
+                                        let alive = entry.is_alive();
+                                        if let Ok(mut a) = active2.lock() {
+                                            a.remove(&key);
+                                        }
+                                        let _ = tx2.send(SourceMsg::Closed { src, pid, alive });
+                                        return;
+                                    }
+                                }
+                            }
+                        });
                 }
+                Err(e) => report(&tx, e.to_string()),
             }
         }
         std::thread::sleep(POLL);
