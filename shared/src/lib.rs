@@ -8,7 +8,9 @@
 //! - [`wire`]: frames on the plugin → viewer byte stream and the viewer → plugin control messages.
 //! - [`link`]: the per-user rendezvous directory, its permission checks and the entry files.
 //! - [`clock`]: the host-wide monotonic clock every process stamps with.
+//! - [`child`]: child processes that die with their parent (the viewer's `demo`, the fake NCCL).
 
+pub mod child;
 pub mod clock;
 pub mod kind;
 pub mod link;

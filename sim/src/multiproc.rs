@@ -64,7 +64,9 @@ pub fn run_parent(cfg: &SimConfig) -> Result<Truth> {
         c.epoch_ns = Some(epoch);
         c.truth = keep_truth.then(|| dir.join(format!("truth-{i}.json")));
         c.board = Some(board_path.clone());
-        let child = Command::new(&exe)
+        // A child outliving this parent (SIGKILLed, so it forwarded no SIGTERM) would run a
+        // demo's `--duration 0` for good.
+        let child = ncclprof_shared::child::die_with_parent(&mut Command::new(&exe), libc::SIGTERM)
             .args(c.to_args())
             .spawn()
             .with_context(|| format!("spawn {}", exe.display()))?;

@@ -1,6 +1,8 @@
 //! The real binary in a real terminal: `ncclprof-tui demo` under tmux (send-keys /
 //! capture-pane). Switches every view, toggles a mask bit and waits for the plugin's
-//! acknowledgement, takes a snapshot and validates its JSON, quits cleanly.
+//! acknowledgement, takes a snapshot and validates its JSON, quits cleanly. And the ways a
+//! viewer ends without `q`: its terminal closed, or the viewer killed; the simulator it started
+//! must not outlive it.
 
 use std::path::Path;
 use std::process::Command;
@@ -51,10 +53,17 @@ impl Drop for Tmux {
     }
 }
 
+fn have_tmux() -> bool {
+    let ok = Command::new("tmux").arg("-V").output().is_ok();
+    if !ok {
+        eprintln!("tmux not installed: skipping the real-terminal test (.ci/run installs it)");
+    }
+    ok
+}
+
 #[test]
 fn demo_in_tmux_views_mask_ack_snapshot_quit() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("tmux not installed: skipping the real-terminal test (.ci/run installs it)");
+    if !have_tmux() {
         return;
     }
     let tui = ncclprof_tests::artifact("ncclprof-tui", "ncclprof-tui");
@@ -149,4 +158,117 @@ fn is_complete_snapshot(p: &Path) -> bool {
         .ok()
         .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
         .is_some()
+}
+
+/// `(pid, start time)` of `root` and every process below it, from /proc.
+fn process_tree(root: u32) -> Vec<(u32, u64, String)> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let comm = stat[stat.find('(').unwrap() + 1..stat.rfind(')').unwrap()].to_string();
+        let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        // Fields after the command: state, ppid (4th field), …, starttime (22nd).
+        all.push((
+            pid,
+            f[1].parse::<u32>().unwrap(),
+            f[19].parse::<u64>().unwrap(),
+            comm,
+        ));
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(all.iter().filter(|p| p.1 == parent).map(|p| p.0));
+        i += 1;
+    }
+    all.into_iter()
+        .filter(|p| tree.contains(&p.0))
+        .map(|p| (p.0, p.2, p.3))
+        .collect()
+}
+
+fn running(pid: u32, start: u64) -> bool {
+    ncclprof_shared::link::process_start_ticks(pid) == Some(start)
+}
+
+/// A demo whose viewer ends without `q`: its terminal closed (the SSH connection lost, the
+/// window shut), with stderr on that terminal; or the viewer SIGKILLed. Every simulator
+/// process it started must end too. Before, a closed terminal made the viewer's teardown
+/// panic writing to the dead terminal and abort, and 9 simulator processes of an 8-rank demo
+/// ran on for good.
+#[test]
+fn the_demos_simulator_ends_with_its_viewer() {
+    if !have_tmux() {
+        return;
+    }
+    let tui = ncclprof_tests::artifact("ncclprof-tui", "ncclprof-tui");
+    let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
+    let plugin = ncclprof_tests::plugin_path();
+    for how in ["terminal closed", "viewer SIGKILLed"] {
+        let t = Tmux {
+            socket: format!("ncclprof-test-end-{}", std::process::id()),
+        };
+        // No `exec`, no redirection: stderr is the terminal, as for a user.
+        let cmd = format!(
+            "'{}' demo --ranks 2 --procs 2 --rate 0.05 --plugin '{}' --sim '{}'",
+            tui.display(),
+            plugin.display(),
+            sim.display()
+        );
+        t.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "36",
+            "sh",
+            "-c",
+            &cmd,
+        ]);
+        t.wait_for("procs 2 live", Duration::from_secs(30));
+        let pane: u32 = t
+            .run(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .unwrap();
+        let tree = process_tree(pane);
+        let sims = tree.iter().filter(|p| p.2 == "ncclprof-sim").count();
+        assert_eq!(sims, 3, "the simulator and its 2 processes: {tree:?}");
+        match how {
+            "terminal closed" => drop(t),
+            _ => {
+                let viewer = tree.iter().find(|p| p.2 == "ncclprof-tui").unwrap();
+                assert!(running(viewer.0, viewer.1));
+                // SAFETY: kill on a pid this test started (through tmux), checked running.
+                unsafe { libc::kill(viewer.0 as i32, libc::SIGKILL) };
+                std::thread::sleep(Duration::from_millis(100));
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while tree
+                    .iter()
+                    .any(|p| p.2 == "ncclprof-sim" && running(p.0, p.1))
+                {
+                    assert!(Instant::now() < deadline, "{how}: simulator still running");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                drop(t);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Some(p) = tree.iter().find(|p| running(p.0, p.1)) {
+            assert!(
+                Instant::now() < deadline,
+                "{how}: {p:?} still running 10 s later"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }

@@ -249,6 +249,9 @@ fn demo(g: &Global, a: DemoArgs) -> anyhow::Result<()> {
     link::ensure_dir(&dir)?;
     let log = std::fs::File::create(tmp.path().join("sim.log"))?;
     let mut cmd = Command::new(&sim);
+    // Stopped by `ChildGuard` on the way out, and by the kernel if this process dies without
+    // one (SIGKILL, an abort): the simulator forwards the SIGTERM to its processes.
+    ncclprof_shared::child::die_with_parent(&mut cmd, libc::SIGTERM);
     cmd.arg("--plugin")
         .arg(&plugin)
         .args(["--ranks", &a.ranks.to_string()])

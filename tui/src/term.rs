@@ -39,7 +39,15 @@ pub struct Term {
 impl Term {
     pub fn new() -> anyhow::Result<Term> {
         install_signal_flag();
+        let original_hook = std::panic::take_hook();
         let terminal = ratatui::try_init()?;
+        // ratatui's panic hook restores with `ratatui::restore`, which reports a failure with
+        // `eprintln!`: replace it with ours, which cannot fail (see `restore`).
+        drop(std::panic::take_hook());
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            original_hook(info);
+        }));
         let _ = execute!(stdout(), EnableMouseCapture);
         Ok(Term { terminal })
     }
@@ -47,8 +55,33 @@ impl Term {
 
 impl Drop for Term {
     fn drop(&mut self) {
-        let _ = execute!(stdout(), DisableMouseCapture);
-        ratatui::restore();
+        restore();
+    }
+}
+
+/// Leave mouse capture, raw mode and the alternate screen. A terminal that hung up (its
+/// window closed, the SSH connection lost) cannot be restored and there is nobody to tell:
+/// stdout and stderr are then pointed at /dev/null, so that no later write can fail. Rust's
+/// print macros panic on a failed write, and before this a closed terminal made the viewer's
+/// teardown panic inside its panic hook and abort, so `demo` never stopped its simulator:
+/// nine processes ran on for good.
+fn restore() {
+    let _ = execute!(stdout(), DisableMouseCapture);
+    if ratatui::try_restore().is_err() {
+        silence_stdio();
+    }
+}
+
+/// Point stdout and stderr at /dev/null.
+fn silence_stdio() {
+    // SAFETY: open with a valid C string; dup2 and close on descriptors this process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            libc::close(null);
+        }
     }
 }
 
