@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `NCCL_PROFILE_EVENT_MASK` | 5982 (see `ncclprof_shared::mask::DEFAULT`) | starting activation mask: decimal, `0x` hex or kind names (`Coll,ProxyStep`) |
 //! | `NCCL_PROFILE_DUMP_FILE` | unset | at the last `finalize`, write a Chrome-trace JSON snapshot to `<value>.<pid>.json` (finalize waits up to 5 s for the drain, 200 ms without a dump) |
-//! | `NCCLPROF_DIR` | `$XDG_RUNTIME_DIR/ncclprof`, else `/tmp/ncclprof-<uid>` | rendezvous directory (0700, owner-checked) |
+//! | `NCCLPROF_DIR` | `$XDG_RUNTIME_DIR/ncclprof` if that exists, else `/tmp/ncclprof-<uid>` | rendezvous directory (0700, owner-checked) |
 //! | `NCCLPROF_DISABLE` | unset | `1`: profile nothing (init returns a NULL context) |
 //! | `NCCLPROF_NO_LISTEN` | unset | `1`: capture but publish no rendezvous entry (no viewer can attach) |
 //! | `NCCLPROF_RING_EVENTS` | 65536 | capture-ring slots per NCCL thread (64 B each, 4 MiB; plus 64 KiB of open ProxySteps' states) |

@@ -1,10 +1,11 @@
 //! The rendezvous between plugin processes and viewers: a private per-user directory holding
 //! one entry file per plugin process.
 //!
-//! Directory: `$NCCLPROF_DIR`, else `$XDG_RUNTIME_DIR/ncclprof`, else `/tmp/ncclprof-<uid>`.
-//! A viewer given no directory also watches the other defaults ([`default_dirs`]).
-//! It is created with mode 0700 and, before every use, checked to be a real directory (not a
-//! symlink) owned by the current user with no group/other permissions; otherwise it is refused.
+//! Directory: `$NCCLPROF_DIR`, else `$XDG_RUNTIME_DIR/ncclprof` (if `$XDG_RUNTIME_DIR`
+//! exists), else `/tmp/ncclprof-<uid>`. It is created with mode 0700 and, before every use,
+//! checked to be a real directory (not a symlink) owned by the current user with no
+//! group/other permissions; otherwise it is refused. A viewer given no directory also watches
+//! the other defaults ([`default_dirs`]), with the same checks, never creating them.
 //!
 //! Entry file: `<dir>/<pid>.json`, written atomically (temp file + rename), mode 0600, holding a
 //! [`ProcessEntry`]: who the process is, its communicators and the name of the ipc-channel
@@ -82,12 +83,18 @@ pub fn default_dir() -> PathBuf {
 /// often runs without `XDG_RUNTIME_DIR` (its plugin publishes in `/tmp/ncclprof-<uid>`) while
 /// the viewer runs in an SSH login that has it, or the other way round (a login without
 /// `XDG_RUNTIME_DIR` looks in `/run/user/<uid>/ncclprof`, systemd's usual value).
+///
+/// An `XDG_RUNTIME_DIR` that does not exist here counts as unset: a batch scheduler (Slurm's
+/// default) exports the submitting login's value to compute nodes where that directory was
+/// never made, and a plugin that tried to create it under `/run/user` would publish nowhere.
 pub fn default_dirs() -> Vec<PathBuf> {
-    candidate_dirs(
-        std::env::var_os(DIR_ENV),
-        std::env::var_os("XDG_RUNTIME_DIR"),
-        my_uid(),
-    )
+    let xdg = existing(std::env::var_os("XDG_RUNTIME_DIR"));
+    candidate_dirs(std::env::var_os(DIR_ENV), xdg, my_uid())
+}
+
+/// `dir` if it is a directory here.
+fn existing(dir: Option<OsString>) -> Option<OsString> {
+    dir.filter(|d| Path::new(d).is_dir())
 }
 
 /// [`default_dirs`] for the given environment: never empty, no duplicates.
@@ -329,6 +336,14 @@ mod tests {
             candidate_dirs(None, os(""), 7),
             p(&["/tmp/ncclprof-7", "/run/user/7/ncclprof"])
         );
+        // An XDG_RUNTIME_DIR exported to a node where it does not exist counts as unset.
+        let t = tempfile::tempdir().unwrap();
+        assert_eq!(
+            existing(Some(t.path().into())),
+            Some(t.path().as_os_str().to_owned())
+        );
+        assert_eq!(existing(Some(t.path().join("none").into())), None);
+        assert_eq!(existing(None), None);
         // The real environment is only read, never modified (tests run in parallel).
         assert_eq!(default_dir(), default_dirs()[0]);
     }

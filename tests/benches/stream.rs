@@ -147,7 +147,7 @@ fn main() {
     let viewer = std::thread::Builder::new()
         .name("viewer-ui".into())
         .spawn(move || {
-            let live = source::live(vec![vdir]);
+            let live = source::live(vdir, Vec::new());
             let mut app = App::new(Store::new(1 << 30), true, "bench".into());
             let mut fx = Effects::new(false);
             let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();

@@ -78,7 +78,8 @@ pub struct App {
     pub no_color: bool,
     /// Whether control messages can reach processes (live / demo).
     pub live: bool,
-    /// What the source is, for the empty screen ("directory /run/user/1000/ncclprof").
+    /// What the source is, for the empty screen: "directory /run/user/1000/ncclprof", then a
+    /// line per other directory watched ("and /tmp/ncclprof-1000 if present").
     pub source_desc: String,
     /// Last snapshot: written path or error.
     pub last_snapshot: Option<Result<PathBuf, String>>,

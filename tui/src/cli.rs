@@ -9,9 +9,10 @@ use crate::model::units;
 const AFTER_HELP: &str = "\
 ENVIRONMENT:
   NCCLPROF_DIR         rendezvous directory of plugin processes; same as --dir. Unset, plugins use
-                       $XDG_RUNTIME_DIR/ncclprof, else /tmp/ncclprof-<uid>, and the viewer watches
-                       both and /run/user/<uid>/ncclprof, so a job and a viewer started with
-                       different environments still meet.
+                       $XDG_RUNTIME_DIR/ncclprof (if that exists), else /tmp/ncclprof-<uid>; the
+                       viewer watches its own of these and also /run/user/<uid>/ncclprof and
+                       /tmp/ncclprof-<uid>, so a job without XDG_RUNTIME_DIR and a viewer with it
+                       (or the reverse) still meet.
   NCCLPROF_MAX_MEMORY  default for --max-memory.
   NO_COLOR             any non-empty value disables colour (same as --no-color).
   NCCLPROF_PLUGIN      demo: path of libnccl_profiler_ncclprof.so.

@@ -29,33 +29,48 @@ fn store(g: &Global) -> Store {
     Store::new(g.max_memory.min(usize::MAX as u64) as usize)
 }
 
-/// The directories to watch: the one named (`--dir` or `NCCLPROF_DIR`), else every default
-/// ([`link::default_dirs`]). The first is created if missing (private); a bad one is refused
-/// with the reason.
-fn resolve_dirs(dir: Option<PathBuf>, what: &str) -> anyhow::Result<Vec<PathBuf>> {
-    let dirs = dir.map_or_else(link::default_dirs, |d| vec![d]);
-    link::ensure_dir(&dirs[0]).with_context(|| format!("{what} {}", dirs[0].display()))?;
-    Ok(dirs)
+/// Where a viewer looks: the directory named (`--dir` or `NCCLPROF_DIR`), else its own default
+/// and the other defaults ([`link::default_dirs`]).
+struct Watched {
+    dir: PathBuf,
+    also_if_present: Vec<PathBuf>,
 }
 
-/// What the waiting screen says is watched.
-fn watched(dirs: &[PathBuf]) -> String {
-    let mut s = format!("directory {}", dirs[0].display());
-    if dirs.len() > 1 {
-        let others: Vec<String> = dirs[1..].iter().map(|d| d.display().to_string()).collect();
-        s.push_str(&format!(" (and {} if present)", others.join(", ")));
+impl Watched {
+    /// Create `dir` if missing (private); a bad one is refused with the reason. The others are
+    /// only looked at, never created.
+    fn resolve(named: Option<PathBuf>, what: &str) -> anyhow::Result<Watched> {
+        let mut dirs = named.map_or_else(link::default_dirs, |d| vec![d]);
+        let dir = dirs.remove(0);
+        link::ensure_dir(&dir).with_context(|| format!("{what} {}", dir.display()))?;
+        Ok(Watched {
+            dir,
+            also_if_present: dirs,
+        })
     }
-    s
+
+    /// What the waiting screen says, one directory per line (a line of three paths does not
+    /// fit 80 columns).
+    fn describe(&self) -> String {
+        let mut s = format!("directory {}", self.dir.display());
+        for d in &self.also_if_present {
+            s.push_str(&format!("\nand {} if present", d.display()));
+        }
+        s
+    }
+
+    fn source(self) -> source::Live {
+        source::live(self.dir, self.also_if_present)
+    }
 }
 
 fn live(g: &Global, a: LiveArgs) -> anyhow::Result<()> {
-    let dirs = resolve_dirs(a.dir, "cannot use")?;
-    let desc = watched(&dirs);
-    view_dirs(g, dirs, desc)
+    let w = Watched::resolve(a.dir, "cannot use")?;
+    let desc = w.describe();
+    view(g, w.source(), desc)
 }
 
-fn view_dirs(g: &Global, dirs: Vec<PathBuf>, desc: String) -> anyhow::Result<()> {
-    let src = source::live(dirs);
+fn view(g: &Global, src: source::Live, desc: String) -> anyhow::Result<()> {
     let mut app = App::new(store(g), true, desc);
     app.no_color = no_color(g);
     crate::event_loop::run(&mut app, Some(src))
@@ -76,7 +91,7 @@ fn open_files(g: &Global, a: OpenArgs) -> anyhow::Result<()> {
 pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
     // Created if missing, as `live` does: `record` started before the job (a batch script, a
     // second terminal) must wait for it, not fail (seen on a real-NCCL run).
-    let dirs = resolve_dirs(a.dir, "cannot record from")?;
+    let watched = Watched::resolve(a.dir, "cannot record from")?;
     // Fail before recording, not after, if the output cannot be written there.
     let out_dir = match a.output.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -90,7 +105,7 @@ pub fn record(g: &Global, a: RecordArgs) -> anyhow::Result<String> {
         );
     }
     crate::term::install_signal_flag();
-    let src = source::live(dirs);
+    let src = watched.source();
     let mut st = store(g);
     let mut controls: Vec<ipc_channel::ipc::IpcSender<ncclprof_shared::wire::ViewerMsg>> =
         Vec::new();
@@ -282,9 +297,9 @@ fn demo(g: &Global, a: DemoArgs) -> anyhow::Result<()> {
             err.lines().take(20).collect::<Vec<_>>().join("\n")
         );
     }
-    let r = view_dirs(
+    let r = view(
         g,
-        vec![dir.clone()],
+        source::live(dir.clone(), Vec::new()),
         format!(
             "demo: {} ranks in {} processes ({})",
             a.ranks,
@@ -318,13 +333,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_waiting_screen_names_every_watched_directory() {
-        let one = [PathBuf::from("/x/rdv")];
-        assert_eq!(watched(&one), "directory /x/rdv");
-        let three = ["/run/user/7/ncclprof", "/tmp/ncclprof-7", "/y"].map(PathBuf::from);
+    fn a_named_directory_is_the_only_one_watched_and_is_created_private() {
+        let t = tempfile::tempdir().unwrap();
+        let named = t.path().join("a/rdv");
+        let w = Watched::resolve(Some(named.clone()), "cannot use").unwrap();
+        assert_eq!(w.dir, named);
+        assert!(w.also_if_present.is_empty());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&named).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn the_waiting_screen_names_every_watched_directory_one_per_line() {
+        let one = Watched {
+            dir: PathBuf::from("/x/rdv"),
+            also_if_present: vec![],
+        };
+        assert_eq!(one.describe(), "directory /x/rdv");
+        let three = Watched {
+            dir: PathBuf::from("/run/user/7/ncclprof"),
+            also_if_present: vec![PathBuf::from("/tmp/ncclprof-7"), PathBuf::from("/y")],
+        };
         assert_eq!(
-            watched(&three),
-            "directory /run/user/7/ncclprof (and /tmp/ncclprof-7, /y if present)"
+            three.describe(),
+            "directory /run/user/7/ncclprof\nand /tmp/ncclprof-7 if present\nand /y if present"
         );
     }
 }

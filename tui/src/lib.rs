@@ -1,6 +1,6 @@
 //! `ncclprof-tui`: the terminal viewer for the ncclprof NCCL profiler plugin.
 //!
-//! Sources (live rendezvous directory, the demo simulator, files) yield the same frames; the
+//! Sources (live rendezvous directories, the demo simulator, files) yield the same frames; the
 //! [`model`] ingests them into a compact time-indexed store; the views render window queries.
 
 #![deny(unsafe_code)]

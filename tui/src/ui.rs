@@ -126,13 +126,17 @@ fn header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
 }
 
 fn waiting(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    let lines = [
-        "Waiting for processes…".to_string(),
-        String::new(),
-        format!("Watching {}", app.source_desc),
+    // The source may take several lines (one per watched directory).
+    let mut lines = vec!["Waiting for processes…".to_string(), String::new()];
+    lines.extend(
+        format!("Watching {}", app.source_desc)
+            .lines()
+            .map(str::to_string),
+    );
+    lines.extend([
         "Run a job with NCCL_PROFILER_PLUGIN=libnccl_profiler_ncclprof.so".to_string(),
         "(or try `ncclprof-tui demo`). Press ? for help, q to quit.".to_string(),
-    ];
+    ]);
     let top = area.y + area.height / 3;
     for (i, l) in lines.iter().enumerate() {
         let y = top + i as u16;

@@ -337,7 +337,7 @@ fn live_source_connects_streams_and_controls() {
     let dir = t.path().join("rdv");
     ncclprof_shared::link::ensure_dir(&dir).unwrap();
     let plugin = fake_plugin::start(&dir);
-    let live = ncclprof_tui::model::source::live(vec![dir.clone()]);
+    let live = ncclprof_tui::model::source::live(dir.clone(), Vec::new());
     let mut app = App::new(Store::new(1 << 30), true, String::new());
     let mut fx = Effects::default();
     let t0 = Instant::now();
@@ -377,55 +377,100 @@ fn live_source_connects_streams_and_controls() {
     assert!(fx.controls.is_empty());
 }
 
-/// A viewer given no directory watches every default one (`link::default_dirs`): a job that
-/// published in another of them (a batch job without XDG_RUNTIME_DIR, seen from an SSH login
-/// with it) is found; a default nobody created is not an error; a bad one is reported once.
-#[test]
-fn live_source_finds_a_process_in_any_watched_directory() {
-    use ncclprof_tui::event_loop::{Effects, ingest_turn};
-    use std::os::unix::fs::PermissionsExt;
-    let t = tempfile::tempdir().unwrap();
-    let own = t.path().join("own");
-    let missing = t.path().join("missing");
-    let loose = t.path().join("loose");
-    let other = t.path().join("other");
-    ncclprof_shared::link::ensure_dir(&own).unwrap();
-    ncclprof_shared::link::ensure_dir(&other).unwrap();
-    std::fs::create_dir(&loose).unwrap();
-    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let plugin = fake_plugin::start(&other);
-    let live = ncclprof_tui::model::source::live(vec![
-        own.clone(),
-        missing.clone(),
-        loose.clone(),
-        other.clone(),
-    ]);
-    let mut app = App::new(Store::new(1 << 30), true, String::new());
-    let mut fx = Effects::default();
+/// Ingest until `done` holds, for at most 10 s.
+fn ingest_until(
+    app: &mut App,
+    live: &ncclprof_tui::model::source::Live,
+    fx: &mut ncclprof_tui::event_loop::Effects,
+    done: impl Fn(&App, &ncclprof_tui::event_loop::Effects) -> bool,
+) {
     let t0 = Instant::now();
-    while app.store.retained < 78 || fx.controls.is_empty() {
-        ingest_turn(&mut app, &live, &mut fx);
+    while !done(app, fx) {
+        ncclprof_tui::event_loop::ingest_turn(app, live, fx);
         assert!(
             t0.elapsed() < Duration::from_secs(10),
-            "no data: {:?}",
+            "timed out; errors: {:?}",
             app.store.errors
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    // Two more polls: errors are not repeated, and the process is not connected twice.
-    std::thread::sleep(ncclprof_tui::model::source::POLL * 2);
-    ingest_turn(&mut app, &live, &mut fx);
-    assert_eq!(app.store.procs.len(), 1);
-    assert_eq!(app.store.procs[0].host, "node-a");
-    let errors: Vec<&String> = app.store.errors.iter().collect();
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(
-        errors[0].contains(&loose.display().to_string()) && errors[0].contains("refusing"),
-        "{errors:?}"
+}
+
+/// A viewer given no directory also watches the other defaults (`link::default_dirs`): a job
+/// that published in one of them (a batch job without XDG_RUNTIME_DIR, seen from an SSH login
+/// with it) is found, also when it creates that directory after the viewer started; a default
+/// nobody created is not an error; each bad one is reported once, as an also-watched default;
+/// a process listed twice (a directory reached by two paths) is connected once.
+#[test]
+fn live_source_finds_a_process_in_any_watched_directory() {
+    use ncclprof_tui::event_loop::Effects;
+    use ncclprof_tui::model::source::{POLL, live};
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let own = t.path().join("own");
+    let later = t.path().join("later");
+    let loose = t.path().join("loose");
+    let file = t.path().join("file");
+    ncclprof_shared::link::ensure_dir(&own).unwrap();
+    std::fs::create_dir(&loose).unwrap();
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&file, b"").unwrap();
+    let live = live(
+        own.clone(),
+        vec![
+            later.clone(),
+            loose.clone(),
+            file.clone(),
+            own.join("../later"),
+        ],
     );
+    let mut app = App::new(Store::new(1 << 30), true, String::new());
+    let mut fx = Effects::default();
+    // The first polls: the two bad defaults reported, `later` (missing) not.
+    ingest_until(&mut app, &live, &mut fx, |app, _| {
+        app.store.errors.len() >= 2
+    });
+    std::thread::sleep(POLL * 2);
+    ncclprof_tui::event_loop::ingest_turn(&mut app, &live, &mut fx);
+    // The job starts now and creates its directory.
+    ncclprof_shared::link::ensure_dir(&later).unwrap();
+    let plugin = fake_plugin::start(&later);
+    ingest_until(&mut app, &live, &mut fx, |app, fx| {
+        app.store.retained >= 78 && !fx.controls.is_empty()
+    });
+    std::thread::sleep(POLL * 2);
+    ncclprof_tui::event_loop::ingest_turn(&mut app, &live, &mut fx);
+    assert_eq!(app.store.procs.len(), 1, "connected once");
+    assert_eq!(app.store.procs[0].host, "node-a");
+    // Reported once each, although the two messages alternate at every poll.
+    let errors: Vec<&String> = app.store.errors.iter().collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    for (dir, why) in [(&loose, "refusing"), (&file, "not a directory")] {
+        assert!(
+            errors.iter().any(|e| e.starts_with("also-watched default")
+                && e.contains(&dir.display().to_string())
+                && e.contains(why)),
+            "{errors:?}"
+        );
+    }
     let effects = app.update(ncclprof_tui::action::Action::StartStop);
     fx.run(&mut app, effects);
     assert!(plugin.join().unwrap().is_empty());
+}
+
+/// The viewer's own directory, unlike the other defaults, is reported when it is gone.
+#[test]
+fn live_source_reports_its_own_directory_missing() {
+    let t = tempfile::tempdir().unwrap();
+    let gone = t.path().join("gone");
+    let live = ncclprof_tui::model::source::live(gone.clone(), Vec::new());
+    let mut app = App::new(Store::new(1 << 30), true, String::new());
+    let mut fx = ncclprof_tui::event_loop::Effects::default();
+    ingest_until(&mut app, &live, &mut fx, |app, _| {
+        !app.store.errors.is_empty()
+    });
+    let e = &app.store.errors[0];
+    assert!(e.contains(&gone.display().to_string()), "{e}");
 }
 
 #[test]
@@ -530,7 +575,7 @@ fn reconnects_when_a_process_republishes_and_keeps_no_duplicates() {
         drop(rx);
         all
     });
-    let live = ncclprof_tui::model::source::live(vec![dir.clone()]);
+    let live = ncclprof_tui::model::source::live(dir.clone(), Vec::new());
     let mut app = App::new(Store::new(1 << 30), true, String::new());
     let mut fx = Effects::default();
     let t0 = Instant::now();

@@ -23,6 +23,18 @@ fn empty_waiting_for_processes() {
     snap("empty_80x24", &app, 80, 24);
 }
 
+/// Without --dir: the viewer's own default and the others, one per line, within 80 columns
+/// for a 6-digit uid.
+#[test]
+fn empty_waiting_names_every_watched_directory() {
+    let app = App::new(
+        Store::new(1 << 30),
+        true,
+        "directory /run/user/123456/ncclprof\nand /tmp/ncclprof-123456 if present".into(),
+    );
+    snap("empty_defaults_80x24", &app, 80, 24);
+}
+
 #[test]
 fn timeline_fitted_80x24() {
     let app = app(&Fixture::default());

@@ -1,10 +1,10 @@
 //! Sources: every mode yields the same [`SourceMsg`]s. Live: a watcher thread polls the
-//! rendezvous directory and connects to each new live process, one blocking receiver thread per
+//! rendezvous directories and connects to each new live process, one blocking receiver thread per
 //! process forwarding decoded frames into a bounded channel (a full channel blocks only that
 //! receiver). Control messages go back on each process's own sender.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,7 +26,7 @@ pub use super::ingest::SourceMsg;
 /// 1 024 and 99.1 % with 128 (higher in 4 of 5 pairs), latency p99 376 ms and 76 ms
 /// (BENCHMARKS.md §2, "The viewer's frame channel").
 pub const CHANNEL_CAP: usize = 128;
-/// How often the directory is polled.
+/// How often the directories are polled.
 pub const POLL: Duration = Duration::from_millis(500);
 
 /// The running live source.
@@ -41,39 +41,45 @@ impl Drop for Live {
     }
 }
 
-/// Start watching `dirs`. The first is the one the user named or the viewer created: its
-/// absence is an error. The others ([`link::default_dirs`]'s alternatives) are watched while
-/// they exist, silently skipped while they do not; any other problem with one (owned by
-/// another user, loose permissions) is reported once.
-pub fn live(dirs: Vec<PathBuf>) -> Live {
+/// Start watching `dir`, the directory the user named or the viewer created (its absence is
+/// an error), and `also_if_present` ([`link::default_dirs`]' other defaults, none when a
+/// directory was named): each is watched while it exists, silently skipped while it does not
+/// (a job may create it later); any other problem with one (owned by another user, loose
+/// permissions) is reported once.
+pub fn live(dir: PathBuf, also_if_present: Vec<PathBuf>) -> Live {
     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAP);
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let _ = std::thread::Builder::new()
         .name("ncclprof-watch".into())
-        .spawn(move || watch(dirs, tx, s));
+        .spawn(move || watch(dir, also_if_present, tx, s));
     Live { rx, stop }
 }
 
-/// Every entry in `dirs`, with what could not be read. A process is known by its pid and start
-/// time, not by its directory, so one seen twice (a directory reached by two paths) is
-/// connected once.
+/// Every entry in `dir` and `also`, with what could not be read (the same process may be
+/// listed twice, from a directory reached by two paths).
 fn list_all(
-    dirs: &[PathBuf],
+    dir: &Path,
+    also: &[PathBuf],
     report: &mut impl FnMut(String),
 ) -> Vec<Result<link::ProcessEntry, link::LinkError>> {
     let mut all = Vec::new();
-    for (i, dir) in dirs.iter().enumerate() {
-        match link::list_entries(dir) {
+    match link::list_entries(dir) {
+        Ok(list) => all.extend(list),
+        Err(e) => report(e.to_string()),
+    }
+    for d in also {
+        match link::list_entries(d) {
             Ok(list) => all.extend(list),
-            Err(e) if i > 0 && e.is_not_found() => {}
-            Err(e) => report(e.to_string()),
+            Err(e) if e.is_not_found() => {}
+            // Said as what it is: a default also watched, not the viewer's own directory.
+            Err(e) => report(format!("also-watched default {e}")),
         }
     }
     all
 }
 
-fn watch(dirs: Vec<PathBuf>, tx: Sender<SourceMsg>, stop: Arc<AtomicBool>) {
+fn watch(dir: PathBuf, also: Vec<PathBuf>, tx: Sender<SourceMsg>, stop: Arc<AtomicBool>) {
     // Processes we hold a stream from, and for each process ever connected its source id and
     // the generation we connected to: a process that dropped us (and is still running) publishes
     // a new server with a higher generation, and we reconnect on the same source id.
@@ -88,7 +94,7 @@ fn watch(dirs: Vec<PathBuf>, tx: Sender<SourceMsg>, stop: Arc<AtomicBool>) {
         }
     };
     while !stop.load(Ordering::Relaxed) {
-        let list = list_all(&dirs, &mut |msg| report(&tx, msg));
+        let list = list_all(&dir, &also, &mut |msg| report(&tx, msg));
         for item in list {
             let entry = match item {
                 Ok(e) => e,
@@ -97,6 +103,8 @@ fn watch(dirs: Vec<PathBuf>, tx: Sender<SourceMsg>, stop: Arc<AtomicBool>) {
                     continue;
                 }
             };
+            // A process is known by its pid and start time, not by its directory: one listed
+            // twice is connected once.
             let key = (entry.pid, entry.start_ticks);
             let is_active = active.lock().map(|a| a.contains(&key)).unwrap_or(true);
             if is_active || !entry.is_alive() {

@@ -33,6 +33,8 @@ pub fn bytes(b: u64) -> String {
 
 /// Compact count: `950`, `12.3k`, `4.56M`.
 pub fn count(n: f64) -> String {
+    // A sum over nothing is -0.0 (f64's `Sum` starts there): not "-0".
+    let n = if n == 0.0 { 0.0 } else { n };
     if n < 1e3 {
         format!("{n:.0}")
     } else if n < 1e6 {
@@ -110,6 +112,7 @@ mod tests {
         assert_eq!(dur(185_000_000_000), "3m05s");
         assert_eq!(bytes(1536), "1.5KiB");
         assert_eq!(count(12_345.0), "12.3k");
+        assert_eq!(count(std::iter::empty::<f64>().sum()), "0");
     }
 
     #[test]
