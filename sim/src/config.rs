@@ -270,7 +270,7 @@ pub struct SimConfig {
     #[arg(long)]
     pub gpu_ticks_hz: Option<u64>,
 
-    /// Fraction (0..1) of ProxyOps on a non-network transport (started, never progressed or stopped); default 0, or 0.1 for --workload mixed.
+    /// Fraction (0..1) of rank pairs joined by a non-network transport, both ways, on every channel (their ProxyOps are started, never progressed or stopped); default 0, or 0.1 for --workload mixed.
     #[arg(long, value_parser = parse_fraction)]
     pub intra_node: Option<f64>,
 
@@ -344,7 +344,7 @@ impl SimConfig {
         c
     }
 
-    /// Effective fraction of non-network ProxyOps.
+    /// Effective fraction of rank pairs joined by a non-network transport.
     pub fn intra_fraction(&self) -> f64 {
         self.intra_node
             .unwrap_or(if self.workload == Workload::Mixed {

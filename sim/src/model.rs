@@ -165,8 +165,15 @@ pub fn call_spec(
     let (nch, proto, step) = geometry(cfg, kind, size);
     let intra = cfg.intra_fraction();
     let seed = cfg.seed;
-    let network = |task: usize, idx: usize| -> bool {
-        intra <= 0.0 || unit(&[seed, 0x1a7, comm as u64, r, k, task as u64, idx as u64]) >= intra
+    // A peer's transport is chosen once, at communicator init, and is the same both ways
+    // and on every channel (a peer on the same node is reached over NVLink or shared memory,
+    // one on another node over the network), as in NCCL. A non-network ProxyOp reports
+    // `isSend` 0 (spec §4.6), so it keys as a receive from its peer; chosen per call, a
+    // network receive progressing on that same peer and channel made the plugin take it for
+    // one queued behind it, holding its collective "in flight" for the completion timeout,
+    // past the viewer's 1 s hang floor: the demo showed every rank HUNG.
+    let network = |peer: u64| -> bool {
+        intra <= 0.0 || unit(&[seed, 0x1a7, comm as u64, r.min(peer), r.max(peer)]) >= intra
     };
     let ce = cfg.ce
         && cfg.api.unwrap_or(6) >= 6
@@ -224,8 +231,7 @@ pub fn call_spec(
                 for c in 0..nch {
                     let (next, prev) = ring_peers(c);
                     let mut push = |peer: u64, is_send: bool, (ns, ch, tot): (u32, u32, u64)| {
-                        let idx = proxies.len();
-                        let net = network(0, idx);
+                        let net = network(peer);
                         proxies.push(ProxySpec {
                             channel: c as u8,
                             peer: peer as i32,
@@ -345,9 +351,8 @@ pub fn call_spec(
                     .collect();
                 let proxies = channels
                     .iter()
-                    .enumerate()
-                    .map(|(i, &c)| {
-                        let net = network(ti, i);
+                    .map(|&c| {
+                        let net = network(peer);
                         ProxySpec {
                             channel: c,
                             peer: peer as i32,
