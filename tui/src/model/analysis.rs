@@ -66,6 +66,8 @@ pub struct Straggler {
     pub rank: i32,
     /// Its start minus the median start of the other ranks.
     pub lag_ns: u64,
+    /// Its start.
+    pub at_ns: u64,
 }
 
 /// A straggler's lag must exceed this…
@@ -73,17 +75,22 @@ pub const STRAGGLER_MIN_NS: u64 = 10_000;
 /// …and this fraction of the instance's median duration, so that jitter is not flagged.
 pub const STRAGGLER_MIN_FRACTION: f64 = 0.1;
 
-/// Per sequence number, the last rank to start, given (rank, seq, start, duration) of each
-/// rank's op: for sequences seen on at least two ranks whose last arrival lags the median
-/// start of the others by more than [`STRAGGLER_MIN_NS`] and [`STRAGGLER_MIN_FRACTION`] of the
-/// median duration.
-pub fn stragglers(rows: &[(i32, u64, u64, u64)]) -> BTreeMap<u64, Straggler> {
-    let mut by_seq: BTreeMap<u64, Vec<(u64, i32, u64)>> = BTreeMap::new();
-    for &(rank, seq, start, dur) in rows {
-        by_seq.entry(seq).or_default().push((start, rank, dur));
+/// One collective instance of a communicator: its function and sequence number. NCCL numbers
+/// each function's collectives separately (spec §4.14): AllGather 7 and ReduceScatter 7 of an
+/// FSDP step are two instances, and were compared as one when keyed by the number alone.
+pub type CollKey<'a> = (&'a str, u64);
+
+/// Per collective instance, the last rank to start, given (rank, instance, start, duration)
+/// of each rank's op: for instances seen on at least two ranks whose last arrival lags the
+/// median start of the others by more than [`STRAGGLER_MIN_NS`] and
+/// [`STRAGGLER_MIN_FRACTION`] of the median duration.
+pub fn stragglers<'a>(rows: &[(i32, CollKey<'a>, u64, u64)]) -> BTreeMap<CollKey<'a>, Straggler> {
+    let mut by_key: BTreeMap<CollKey<'a>, Vec<(u64, i32, u64)>> = BTreeMap::new();
+    for &(rank, key, start, dur) in rows {
+        by_key.entry(key).or_default().push((start, rank, dur));
     }
     let mut out = BTreeMap::new();
-    for (seq, mut v) in by_seq {
+    for (key, mut v) in by_key {
         if v.len() < 2 {
             continue;
         }
@@ -98,10 +105,53 @@ pub fn stragglers(rows: &[(i32, u64, u64, u64)]) -> BTreeMap<u64, Straggler> {
         let lag = last - med;
         let min = STRAGGLER_MIN_NS.max((med_dur as f64 * STRAGGLER_MIN_FRACTION) as u64);
         if lag > min {
-            out.insert(seq, Straggler { rank, lag_ns: lag });
+            out.insert(
+                key,
+                Straggler {
+                    rank,
+                    lag_ns: lag,
+                    at_ns: last,
+                },
+            );
         }
     }
     out
+}
+
+/// Who was late most often among the collectives of a window that had a straggler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StragglerSummary {
+    pub rank: i32,
+    /// Collectives at which it arrived last…
+    pub times: usize,
+    /// …of this many that had a straggler.
+    pub of: usize,
+    /// Its median lag at those.
+    pub median_lag_ns: u64,
+}
+
+/// The rank that arrived last most often in `stragglers` (ties: the one late most recently).
+/// The banner names it, not the latest collective's straggler: a rank that is always late
+/// stays named while an occasional other one comes and goes.
+pub fn straggler_summary(
+    stragglers: &BTreeMap<CollKey<'_>, Straggler>,
+) -> Option<StragglerSummary> {
+    let mut by_rank: BTreeMap<i32, (usize, u64, Vec<u64>)> = BTreeMap::new();
+    for st in stragglers.values() {
+        let e = by_rank.entry(st.rank).or_default();
+        e.0 += 1;
+        e.1 = e.1.max(st.at_ns);
+        e.2.push(st.lag_ns);
+    }
+    let (rank, (times, _, lags)) = by_rank
+        .into_iter()
+        .max_by_key(|(_, (n, latest, _))| (*n, *latest))?;
+    Some(StragglerSummary {
+        rank,
+        times,
+        of: stragglers.len(),
+        median_lag_ns: median(&lags).unwrap_or(0),
+    })
 }
 
 /// Minimum age before an in-flight op can be called hung.
@@ -300,30 +350,64 @@ mod tests {
         // seq 1: ranks 0,1,2 at 1000,1010,1005 µs; rank 3 at 3000 µs → lag 1995 µs.
         let us = 1_000;
         let d = 1_000 * us;
+        let ar = |seq| ("AllReduce", seq);
         let rows = [
-            (0, 1, 1000 * us, d),
-            (1, 1, 1010 * us, d),
-            (2, 1, 1005 * us, d),
-            (3, 1, 3000 * us, d),
-            (0, 2, 5000 * us, d),
-            (1, 2, 5000 * us, d),
-            (2, 9, 100 * us, d), // alone: ignored
+            (0, ar(1), 1000 * us, d),
+            (1, ar(1), 1010 * us, d),
+            (2, ar(1), 1005 * us, d),
+            (3, ar(1), 3000 * us, d),
+            (0, ar(2), 5000 * us, d),
+            (1, ar(2), 5000 * us, d),
+            (2, ar(9), 100 * us, d), // alone: ignored
             // seq 3: 50 µs late on 1 ms ops is jitter (< 10 % of the duration).
-            (0, 3, 9000 * us, d),
-            (1, 3, 9050 * us, d),
+            (0, ar(3), 9000 * us, d),
+            (1, ar(3), 9050 * us, d),
             // seq 4: 9 µs late on 20 µs ops is under the absolute floor.
-            (0, 4, 9500 * us, 20 * us),
-            (1, 4, 9509 * us, 20 * us),
+            (0, ar(4), 9500 * us, 20 * us),
+            (1, ar(4), 9509 * us, 20 * us),
+            // AllGather 2 is another collective than AllReduce 2: each on time.
+            (0, ("AllGather", 2), 7000 * us, d),
+            (1, ("AllGather", 2), 7000 * us, d),
         ];
         let s = stragglers(&rows);
         assert_eq!(
-            s.get(&1),
+            s.get(&ar(1)),
             Some(&Straggler {
                 rank: 3,
-                lag_ns: 1995 * us
+                lag_ns: 1995 * us,
+                at_ns: 3000 * us
             })
         );
         assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn the_banner_names_the_rank_late_most_often() {
+        let st = |rank, at_ns| Straggler {
+            rank,
+            lag_ns: if rank == 3 { 2_000 + at_ns } else { 9_000 },
+            at_ns,
+        };
+        let mut s = BTreeMap::new();
+        assert_eq!(straggler_summary(&s), None);
+        s.insert(("AllReduce", 1), st(3, 0));
+        s.insert(("AllReduce", 2), st(3, 100));
+        s.insert(("AllGather", 2), st(0, 150));
+        s.insert(("AllReduce", 3), st(3, 200));
+        // The latest is rank 0's: still rank 3, late at 3 of 5.
+        s.insert(("AllGather", 3), st(0, 300));
+        assert_eq!(
+            straggler_summary(&s),
+            Some(StragglerSummary {
+                rank: 3,
+                times: 3,
+                of: 5,
+                median_lag_ns: 2_100
+            })
+        );
+        // A tie: the one late most recently.
+        s.insert(("AllGather", 4), st(0, 400));
+        assert_eq!(straggler_summary(&s).map(|x| x.rank), Some(0));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! P2pApi, KernelLaunch), KernelCh ids always 0, unquoted `Stream`/`datatype` values
 //! (2.28–2.29.2; repaired before parsing), missing ends and truncated files (each line is
 //! parsed on its own). Files of different processes do not share a zero: they are lined up on
-//! the first Coll of the same (commHash, seq) found in an already aligned file.
+//! the first Coll of the same (commHash, function, seq) found in an already aligned file.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -1116,14 +1116,17 @@ pub fn parse_dump(path: &Path, text: &str) -> Dump {
     d
 }
 
-/// Per-dump time offsets (µs) from the first Coll of each (commHash, seq), by pid group.
+/// Per-dump time offsets (µs) from the first Coll of each (commHash, function, seq), by pid
+/// group. (NCCL numbers each function's collectives separately: AllGather 7 and
+/// ReduceScatter 7 are different collectives, and aligning one with the other is wrong.)
 pub fn align(dumps: &[Dump]) -> HashMap<u32, f64> {
-    let mut firsts: BTreeMap<u32, HashMap<(u64, u64), f64>> = BTreeMap::new();
+    type Key<'a> = (u64, &'a str, u64);
+    let mut firsts: BTreeMap<u32, HashMap<Key<'_>, f64>> = BTreeMap::new();
     for d in dumps {
         let m = firsts.entry(d.pid).or_default();
         for sp in &d.spans {
             if sp.cat == Cat::Coll {
-                let k = (sp.comm_hash(), sp.seq());
+                let k = (sp.comm_hash(), d.str(sp.name), sp.seq());
                 let e = m.entry(k).or_insert(sp.begin_us);
                 if sp.begin_us < *e {
                     *e = sp.begin_us;
@@ -1627,26 +1630,34 @@ mod tests {
     }
 
     #[test]
-    fn aligns_by_first_coll_of_same_seq() {
-        let mk = |pid: u32, t: f64| Dump {
+    fn aligns_by_first_coll_of_same_function_and_seq() {
+        let span = |name: u32, t: f64| Span {
+            cat: Cat::Coll,
+            name,
+            begin_us: t,
+            end_us: Some(t + 10.0),
+            n: [5, 0, 0, 0, 0, 0],
+            s: [0; 3],
+            parent_op: None,
+            parent_api: None,
+        };
+        let mk = |pid: u32, spans: Vec<Span>| Dump {
             path: PathBuf::from(format!("d_{pid}.json")),
             pid,
-            spans: vec![Span {
-                cat: Cat::Coll,
-                name: 1,
-                begin_us: t,
-                end_us: Some(t + 10.0),
-                n: [5, 0, 0, 0, 0, 0],
-                s: [0; 3],
-                parent_op: None,
-                parent_api: None,
-            }],
-            strings: vec![String::new(), "AllReduce".into()],
+            spans,
+            strings: vec![String::new(), "AllReduce".into(), "AllGather".into()],
             bad_lines: 0,
             name_comm: None,
         };
-        let off = align(&[mk(1, 100.0), mk(2, 40.0)]);
+        let off = align(&[mk(1, vec![span(1, 100.0)]), mk(2, vec![span(1, 40.0)])]);
         assert_eq!(off[&1], 0.0);
+        assert_eq!(off[&2], 60.0);
+        // Process 2 logged an AllGather 0 earlier than its AllReduce 0: they are different
+        // collectives, and its AllReduce 0 still aligns with process 1's.
+        let off = align(&[
+            mk(1, vec![span(1, 100.0)]),
+            mk(2, vec![span(2, 10.0), span(1, 40.0)]),
+        ]);
         assert_eq!(off[&2], 60.0);
     }
 }

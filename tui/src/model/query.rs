@@ -312,7 +312,7 @@ impl Store {
         rows: &[LaneRow],
         from: u64,
         to: u64,
-    ) -> std::collections::BTreeMap<u64, analysis::Straggler> {
+    ) -> std::collections::BTreeMap<analysis::CollKey<'_>, analysis::Straggler> {
         self.stragglers_sampled(rows, from, to, 0)
     }
 
@@ -323,13 +323,14 @@ impl Store {
         from: u64,
         to: u64,
         cell: u64,
-    ) -> std::collections::BTreeMap<u64, analysis::Straggler> {
+    ) -> std::collections::BTreeMap<analysis::CollKey<'_>, analysis::Straggler> {
         let mut v = Vec::new();
         for r in rows {
             let Some(l) = r.lane else { continue };
             for o in self.ops_sampled(l, from, to, cell) {
                 if o.kind == EventKind::Coll as u8 {
-                    v.push((r.rank, o.seq, o.start, o.end.saturating_sub(o.start)));
+                    let key = (self.func_of(l, &o), o.seq);
+                    v.push((r.rank, key, o.start, o.end.saturating_sub(o.start)));
                 }
             }
         }

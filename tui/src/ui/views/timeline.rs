@@ -188,16 +188,17 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             th.bad(),
             area.width,
         );
-    } else if let Some((seq, st)) = strag.iter().next_back() {
+    } else if let Some(st) = crate::model::analysis::straggler_summary(&strag) {
         put(
             buf,
             area.x,
             area.y + 1,
             &format!(
-                "! straggler: rank {} arrived last at seq {} by {}",
+                "! straggler: rank {} was last at {} of {} late collectives, by {} (median)",
                 st.rank,
-                seq,
-                units::dur(st.lag_ns)
+                st.times,
+                st.of,
+                units::dur(st.median_lag_ns)
             ),
             th.warn(),
             area.width,
@@ -232,7 +233,10 @@ fn row(
     app: &App,
     th: &Theme,
     r: &LaneRow,
-    strag: &std::collections::BTreeMap<u64, crate::model::analysis::Straggler>,
+    strag: &std::collections::BTreeMap<
+        crate::model::analysis::CollKey<'_>,
+        crate::model::analysis::Straggler,
+    >,
     (from, span, cell): (u64, u64, u64),
     (x0, y, tw): (u16, u16, u16),
     buf: &mut Buffer,
@@ -302,7 +306,9 @@ fn row(
             .ops
             .window_sampled(from, from + span, if many { cell } else { 0 }, |_, o| {
                 if o.kind == ncclprof_shared::kind::EventKind::Coll as u8
-                    && strag.get(&o.seq).is_some_and(|x| x.rank == r.rank)
+                    && strag
+                        .get(&(s.func_of(lane, o), o.seq))
+                        .is_some_and(|x| x.rank == r.rank)
                     && app.passes(s.func_of(lane, o))
                 {
                     let a = col(o.start, from, span, tw);
@@ -318,7 +324,10 @@ fn details(
     app: &App,
     th: &Theme,
     area: Rect,
-    strag: &std::collections::BTreeMap<u64, crate::model::analysis::Straggler>,
+    strag: &std::collections::BTreeMap<
+        crate::model::analysis::CollKey<'_>,
+        crate::model::analysis::Straggler,
+    >,
     buf: &mut Buffer,
 ) {
     let s = &app.store;
@@ -382,9 +391,13 @@ fn details(
         area.width,
     );
     put(buf, area.x, area.y + 2, &l2, Style::default(), area.width);
-    if let Some(st) = strag.get(&d.seq).filter(|_| d.kind == "Coll") {
+    if let Some(st) = strag
+        .get(&(d.func.as_str(), d.seq))
+        .filter(|_| d.kind == "Coll")
+    {
         let t = format!(
-            "straggler at seq {}: rank {} arrived last, {} after the others' median start",
+            "straggler at {} seq {}: rank {} arrived last, {} after the others' median start",
+            d.func,
             d.seq,
             st.rank,
             units::dur(st.lag_ns)
