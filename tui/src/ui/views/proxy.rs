@@ -38,7 +38,8 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         area.x,
         area.y,
         &format!(
-            "proxy step phases in the window ({})",
+            // Steps overlap (up to 8 in flight per connection), so a sum can exceed the window.
+            "proxy step phases in the window ({}); times are sums over steps",
             units::dur(to - from)
         ),
         th.title(),
