@@ -238,7 +238,7 @@ pub struct SimConfig {
     #[arg(long, value_parser = parse_channel_factor)]
     pub slow_channel: Vec<ChannelFactor>,
 
-    /// RANK:SEQ: that rank never finishes operation SEQ (call index on communicator 0): its proxy ops stay in progress and its kernels never stop (repeatable).
+    /// RANK:SEQ: that rank never finishes operation SEQ (call index on communicator 0): its proxy ops stay in progress, its kernels never stop, and its application blocks there until the run ends (--duration, a signal; with --iterations its thread returns and the other ranks finish) (repeatable).
     #[arg(long, value_parser = parse_rank_seq)]
     pub hang: Vec<RankSeq>,
 

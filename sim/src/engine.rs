@@ -711,7 +711,14 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
             a.call(cr, ci, &row, &spec, hang, cb_tx.as_ref());
         }
         if hang {
-            // the application blocks on the hung operation forever
+            // The application blocks on the hung operation, as a real one does inside NCCL,
+            // until the run is stopped (its --duration, a signal): its process stays alive,
+            // its op in flight. (It used to return at once: in a multi-process run the hung
+            // rank's process then finalized and exited within a second, so a viewer never saw
+            // the hang.) With --iterations the thread ends here and the other ranks finish.
+            while duration_mode && !sh.stopped() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             break;
         }
         if let Some(d) = cfg.die

@@ -74,3 +74,68 @@ fn hung_allreduce_is_reported_in_flight_with_growing_age() {
     assert!(done > 3, "rank 0 completed only {done} collectives");
     assert!(t.ranks.iter().any(|r| r.ops.iter().any(|o| o.hung)));
 }
+
+/// A hung rank in a job of several processes stays visible: its process blocks in the hung
+/// op, as a real one blocks inside NCCL, so a viewer attached well after the hang began gets
+/// it in flight. (The simulator's hung rank used to return from its application loop, and in
+/// a multi-process run its process then finalized and exited within a second: `ncclprof-tui
+/// demo -- --hang 2:300` showed rank 2 vanish, not hang.)
+#[test]
+fn a_hung_rank_process_stays_and_is_seen_hung_by_a_late_viewer() {
+    let dir = tempfile::tempdir().unwrap();
+    let rdv = dir.path().join("rdv");
+    let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
+    let mut child = std::process::Command::new(&sim)
+        .args(["--plugin", ncclprof_tests::plugin_path().to_str().unwrap()])
+        .args([
+            "--ranks",
+            "2",
+            "--procs",
+            "2",
+            "--rate",
+            "1",
+            "--duration",
+            "6",
+        ])
+        .args(["--workload", "allreduce", "--hang", "1:3", "--quiet"])
+        .env("NCCLPROF_DIR", &rdv)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The process of rank 1, once it has published.
+    let t0 = std::time::Instant::now();
+    let pid = loop {
+        let found = ncclprof_shared::link::list_entries(&rdv)
+            .ok()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|e| e.comms.iter().any(|c| c.rank == 1))
+            .map(|e| e.pid);
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "rank 1 never published"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Well after the hang (its 4th call, about 20 ms in).
+    std::thread::sleep(Duration::from_millis(2000));
+    let mut viewer = ncclprof_tests::Viewer::attach(&rdv, pid);
+    let ok = viewer.until(Duration::from_secs(5), |got| {
+        got.frames.iter().any(|f| {
+            matches!(f, Frame::InFlight(s) if s.ops.iter().any(|o| o.rank == 1
+                && o.kind == EventKind::Coll as u8
+                && s.at_ns.saturating_sub(o.start_ns) > 1_500_000_000))
+        })
+    });
+    assert!(
+        ok,
+        "rank 1's hung op was not reported in flight to a late viewer"
+    );
+    drop(viewer);
+    assert!(child.wait().unwrap().success());
+}
