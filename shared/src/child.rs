@@ -20,8 +20,10 @@ pub fn die_with_parent(cmd: &mut Command, sig: i32) -> &mut Command {
                 return Err(std::io::Error::last_os_error());
             }
             // The parent may have died between fork and prctl: then no signal will come.
+            // (An errno, not a message: nothing may allocate here, and std hands only the
+            // errno back to the parent.)
             if libc::getppid() != parent {
-                return Err(std::io::Error::other("the parent exited while starting"));
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
         })

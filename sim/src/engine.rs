@@ -603,7 +603,7 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
             let Some(ci) = crs.iter().position(|x| x.comm == row.comm) else {
                 continue;
             };
-            let spec = call_spec(cfg, row.comm, rank, row.k, row.kind, row.size);
+            let spec = call_spec(cfg, rank, row.k, row.kind, row.size);
             let mask = live_mask(sh.v);
             let cap = a.capture(&crs[ci], ci, &row, &spec, mask);
             captured[ci][row.pos] = Some(Arc::new(cap));
@@ -660,7 +660,7 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
                 sh.sleep_until_real(monotonic_ns() + (strag as f64 / sh.rate) as u64);
             }
         }
-        let spec = call_spec(cfg, row.comm, rank, row.k, row.kind, row.size);
+        let spec = call_spec(cfg, rank, row.k, row.kind, row.size);
         let hang = row.comm == 0 && cfg.hang.iter().any(|h| h.rank == rank && h.seq == row.k);
         if spec.tasks.is_empty() {
             continue;

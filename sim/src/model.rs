@@ -142,15 +142,9 @@ fn p2p_conn(bytes_per_ch: u64, step: u64) -> (u32, u32, u64) {
     (nsteps as u32, chunk as u32, bytes_per_ch.max(1))
 }
 
-/// Builds the call `k` (at iteration position `kind`, message `size`) of `rank` on `comm`.
-pub fn call_spec(
-    cfg: &SimConfig,
-    comm: usize,
-    rank: usize,
-    k: u64,
-    kind: CallKind,
-    size: u64,
-) -> CallSpec {
+/// Builds the call `k` (at iteration position `kind`, message `size`) of `rank`, the same on
+/// every communicator.
+pub fn call_spec(cfg: &SimConfig, rank: usize, k: u64, kind: CallKind, size: u64) -> CallSpec {
     let n = cfg.ranks as u64;
     let r = rank as u64;
     if n < 2 || size == 0 {
@@ -165,15 +159,16 @@ pub fn call_spec(
     let (nch, proto, step) = geometry(cfg, kind, size);
     let intra = cfg.intra_fraction();
     let seed = cfg.seed;
-    // A peer's transport is chosen once, at communicator init, and is the same both ways
-    // and on every channel (a peer on the same node is reached over NVLink or shared memory,
-    // one on another node over the network), as in NCCL. A non-network ProxyOp reports
-    // `isSend` 0 (spec §4.6), so it keys as a receive from its peer; chosen per call, a
-    // network receive progressing on that same peer and channel made the plugin take it for
-    // one queued behind it, holding its collective "in flight" for the completion timeout,
-    // past the viewer's 1 s hang floor: the demo showed every rank HUNG.
+    // A pair's transport follows the topology, chosen at init: the same both ways, on every
+    // channel and in every communicator, as in NCCL. The non-network ones modelled here are
+    // those that still post proxy ops (P2P or SHM over cudaMemcpy, CollNet: spec §4.6): their
+    // ProxyOps start, never progress, never stop, and report `isSend` 0, so they key as a
+    // receive from their peer. (Chosen per call, a network receive progressing on the same
+    // peer and channel made the plugin take such an op for one queued behind it, holding its
+    // collective "in flight" for the completion timeout, past the viewer's 1 s hang floor: the
+    // demo showed every rank HUNG.) Pairs are drawn independently: no node model.
     let network = |peer: u64| -> bool {
-        intra <= 0.0 || unit(&[seed, 0x1a7, comm as u64, r.min(peer), r.max(peer)]) >= intra
+        intra <= 0.0 || unit(&[seed, 0x1a7, r.min(peer), r.max(peer)]) >= intra
     };
     let ce = cfg.ce
         && cfg.api.unwrap_or(6) >= 6

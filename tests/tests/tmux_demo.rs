@@ -197,11 +197,27 @@ fn running(pid: u32, start: u64) -> bool {
     ncclprof_shared::link::process_start_ticks(pid) == Some(start)
 }
 
-/// A demo whose viewer ends without `q`: its terminal closed (the SSH connection lost, the
-/// window shut), with stderr on that terminal; or the viewer SIGKILLed. Every simulator
-/// process it started must end too. Before, a closed terminal made the viewer's teardown
-/// panic writing to the dead terminal and abort, and 9 simulator processes of an 8-rank demo
-/// ran on for good.
+/// Kills, when dropped, every process of a tree still running: a failed assertion must not
+/// leave simulators running for good (`--duration 0`) on the CI machine.
+struct Reaper(Vec<(u32, u64, String)>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            if running(p.0, p.1) {
+                // SAFETY: kill on a pid checked to be the process this test started.
+                unsafe { libc::kill(p.0 as i32, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// A demo whose viewer or simulator ends without `q`: the viewer's terminal closed (the SSH
+/// connection lost, the window shut), with stderr on that terminal; the viewer SIGKILLed; the
+/// simulator's parent SIGKILLed. Every simulator process must end too, and a viewer whose
+/// terminal closed must exit cleanly. Before, a closed terminal made the viewer's teardown
+/// panic writing to the dead terminal and abort (exit 134): the demo's `ChildGuard` never ran
+/// and the 9 simulator processes of an 8-rank demo ran on for good.
 #[test]
 fn the_demos_simulator_ends_with_its_viewer() {
     if !have_tmux() {
@@ -210,16 +226,23 @@ fn the_demos_simulator_ends_with_its_viewer() {
     let tui = ncclprof_tests::artifact("ncclprof-tui", "ncclprof-tui");
     let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
     let plugin = ncclprof_tests::plugin_path();
-    for how in ["terminal closed", "viewer SIGKILLed"] {
+    let work = tempfile::tempdir().unwrap();
+    for (i, how) in ["terminal closed", "viewer SIGKILLed", "simulator SIGKILLed"]
+        .into_iter()
+        .enumerate()
+    {
         let t = Tmux {
-            socket: format!("ncclprof-test-end-{}", std::process::id()),
+            socket: format!("ncclprof-test-end-{}-{i}", std::process::id()),
         };
-        // No `exec`, no redirection: stderr is the terminal, as for a user.
+        let status = work.path().join(format!("status-{i}"));
+        // No `exec`, no redirection: stderr is the terminal, as for a user. The shell ignores
+        // the hangup (the viewer sets its own handler) to write the viewer's exit status.
         let cmd = format!(
-            "'{}' demo --ranks 2 --procs 2 --rate 0.05 --plugin '{}' --sim '{}'",
+            "trap '' HUP; '{}' demo --ranks 2 --procs 2 --rate 0.05 --plugin '{}' --sim '{}'; echo $? > '{}'",
             tui.display(),
             plugin.display(),
-            sim.display()
+            sim.display(),
+            status.display()
         );
         t.run(&[
             "new-session",
@@ -240,35 +263,62 @@ fn the_demos_simulator_ends_with_its_viewer() {
             .trim()
             .parse()
             .unwrap();
-        let tree = process_tree(pane);
-        let sims = tree.iter().filter(|p| p.2 == "ncclprof-sim").count();
-        assert_eq!(sims, 3, "the simulator and its 2 processes: {tree:?}");
+        let tree = Reaper(process_tree(pane));
+        let find = |comm: &str| tree.0.iter().find(|p| p.2 == comm).unwrap().clone();
+        let sims = tree.0.iter().filter(|p| p.2 == "ncclprof-sim").count();
+        assert_eq!(sims, 3, "the simulator and its 2 processes: {:?}", tree.0);
+        let viewer = find("ncclprof-tui");
+        let kill = |p: &(u32, u64, String)| {
+            assert!(running(p.0, p.1));
+            // SAFETY: kill on a pid this test started (through tmux), checked running.
+            unsafe { libc::kill(p.0 as i32, libc::SIGKILL) };
+        };
         match how {
             "terminal closed" => drop(t),
+            "viewer SIGKILLed" => kill(&viewer),
             _ => {
-                let viewer = tree.iter().find(|p| p.2 == "ncclprof-tui").unwrap();
-                assert!(running(viewer.0, viewer.1));
-                // SAFETY: kill on a pid this test started (through tmux), checked running.
-                unsafe { libc::kill(viewer.0 as i32, libc::SIGKILL) };
-                std::thread::sleep(Duration::from_millis(100));
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while tree
+                // The simulator's parent: the one whose parent is the viewer.
+                let parent = tree
+                    .0
                     .iter()
-                    .any(|p| p.2 == "ncclprof-sim" && running(p.0, p.1))
-                {
-                    assert!(Instant::now() < deadline, "{how}: simulator still running");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                drop(t);
+                    .find(|p| p.2 == "ncclprof-sim" && ppid(p.0) == Some(viewer.0))
+                    .unwrap()
+                    .clone();
+                kill(&parent);
             }
         }
         let deadline = Instant::now() + Duration::from_secs(10);
-        while let Some(p) = tree.iter().find(|p| running(p.0, p.1)) {
+        while let Some(p) = tree
+            .0
+            .iter()
+            .find(|p| p.2 == "ncclprof-sim" && running(p.0, p.1))
+        {
             assert!(
                 Instant::now() < deadline,
                 "{how}: {p:?} still running 10 s later"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        if how == "terminal closed" {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let code = loop {
+                if let Ok(s) = std::fs::read_to_string(&status)
+                    && s.ends_with('\n')
+                {
+                    break s.trim().to_string();
+                }
+                assert!(Instant::now() < deadline, "{how}: the viewer never exited");
+                std::thread::sleep(Duration::from_millis(100));
+            };
+            assert_eq!(
+                code, "0",
+                "{how}: the viewer's exit status (134: it aborted)"
+            );
+        }
     }
+}
+
+fn ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
 }

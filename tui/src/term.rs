@@ -1,5 +1,6 @@
 //! Terminal setup and teardown: raw mode, alternate screen, mouse; restored on drop, on panic
-//! (ratatui's hook) and on SIGTERM/SIGINT/SIGHUP (a flag the event loop polls).
+//! (our panic hook, in place of ratatui's) and on SIGTERM/SIGINT/SIGHUP (a flag the event loop
+//! polls). A terminal that hung up is not restored, and nothing more is written to it.
 #![allow(unsafe_code)]
 
 use std::io::stdout;
@@ -39,15 +40,24 @@ pub struct Term {
 impl Term {
     pub fn new() -> anyhow::Result<Term> {
         install_signal_flag();
-        let original_hook = std::panic::take_hook();
-        let terminal = ratatui::try_init()?;
+        RESTORED.store(false, Ordering::SeqCst);
         // ratatui's panic hook restores with `ratatui::restore`, which reports a failure with
-        // `eprintln!`: replace it with ours, which cannot fail (see `restore`).
+        // `eprintln!`: replaced by ours, which cannot fail (see `restore`), whether or not
+        // `try_init` succeeds (it installs its hook first).
+        let original_hook = std::panic::take_hook();
+        let init = ratatui::try_init();
         drop(std::panic::take_hook());
         std::panic::set_hook(Box::new(move |info| {
             restore();
             original_hook(info);
         }));
+        let terminal = match init {
+            Ok(t) => t,
+            Err(e) => {
+                restore();
+                return Err(e.into());
+            }
+        };
         let _ = execute!(stdout(), EnableMouseCapture);
         Ok(Term { terminal })
     }
@@ -59,17 +69,36 @@ impl Drop for Term {
     }
 }
 
-/// Leave mouse capture, raw mode and the alternate screen. A terminal that hung up (its
+/// Whether the terminal was restored already (a panic restores in the hook, then again as
+/// `Term` drops: the second `ESC[?1049l`, on the normal screen, could move the cursor back
+/// over the panic message).
+static RESTORED: AtomicBool = AtomicBool::new(false);
+
+/// Leave mouse capture, raw mode and the alternate screen, once. A terminal that hung up (its
 /// window closed, the SSH connection lost) cannot be restored and there is nobody to tell:
 /// stdout and stderr are then pointed at /dev/null, so that no later write can fail. Rust's
 /// print macros panic on a failed write, and before this a closed terminal made the viewer's
-/// teardown panic inside its panic hook and abort, so `demo` never stopped its simulator:
-/// nine processes ran on for good.
+/// teardown panic inside its panic hook and abort (exit 134), so `demo` never stopped its
+/// simulator: nine processes ran on for good. Any other failure leaves stdio alone, so a
+/// panic's message and the exit error still reach a live terminal.
 fn restore() {
+    if RESTORED.swap(true, Ordering::SeqCst) {
+        return;
+    }
     let _ = execute!(stdout(), DisableMouseCapture);
-    if ratatui::try_restore().is_err() {
+    if let Err(e) = ratatui::try_restore()
+        && hung_up(&e)
+    {
         silence_stdio();
     }
+}
+
+/// Whether an error writing to or configuring the terminal means it is gone.
+fn hung_up(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::ENXIO | libc::ENOTTY | libc::EBADF)
+    )
 }
 
 /// Point stdout and stderr at /dev/null.
@@ -80,7 +109,10 @@ fn silence_stdio() {
         if null >= 0 {
             libc::dup2(null, 1);
             libc::dup2(null, 2);
-            libc::close(null);
+            // (It may itself be 1 or 2 if one was closed: keep that one open.)
+            if null > 2 {
+                libc::close(null);
+            }
         }
     }
 }
