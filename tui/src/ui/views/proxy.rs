@@ -71,14 +71,22 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     if let Some((p, cat)) = analysis::bottleneck(&phases) {
         let sum: u64 = total.iter().sum::<u64>().max(1);
         let share = phases.iter().find(|x| x.0 == p).map_or(0, |x| x.1) * 100 / sum;
-        put(
-            buf,
-            area.x,
-            area.y + 1,
-            &format!("bottleneck: {cat} ({} is {share}% of step time)", p.name()),
-            th.warn(),
-            area.width,
-        );
+        let mut text = format!("bottleneck: {cat} ({} is {share}% of step time)", p.name());
+        // The connection whose steps take longest, to find among hundreds of rows.
+        if let Some((rank, ch, peer, send, ph, n)) = lines
+            .iter()
+            .filter(|l| l.5 > 0)
+            .max_by_key(|l| l.4.iter().map(|p| p.1).sum::<u64>() / l.5)
+        {
+            let dir = if *send { "→" } else { "←" };
+            let mean = ph.iter().map(|p| p.1).sum::<u64>() / *n;
+            let what = analysis::bottleneck(ph).map_or("-", |b| b.1);
+            text.push_str(&format!(
+                " · slowest steps: r{rank} ch{ch} {dir}{peer}, {} each ({what})",
+                units::dur(mean)
+            ));
+        }
+        put(buf, area.x, area.y + 1, &text, th.warn(), area.width);
     }
     put(
         buf,
