@@ -270,7 +270,7 @@ pub struct SimConfig {
     #[arg(long)]
     pub gpu_ticks_hz: Option<u64>,
 
-    /// Fraction (0..1) of rank pairs joined by a non-network transport that still posts proxy ops (P2P/SHM over cudaMemcpy, CollNet), drawn per pair, the same both ways, on every channel and in every communicator; their ProxyOps are started, never progressed or stopped; default 0, or 0.1 for --workload mixed.
+    /// Fraction (0..1) of rank pairs joined by a non-network transport that still posts proxy ops (P2P/SHM over cudaMemcpy, CollNet): round(fraction × pairs) pairs, chosen by the seed, the same both ways, on every channel and in every communicator; their ProxyOps are started, never progressed or stopped; default 0, or 0.1 for --workload mixed.
     #[arg(long, value_parser = parse_fraction)]
     pub intra_node: Option<f64>,
 

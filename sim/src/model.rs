@@ -142,6 +142,40 @@ fn p2p_conn(bytes_per_ch: u64, step: u64) -> (u32, u32, u64) {
     (nsteps as u32, chunk as u32, bytes_per_ch.max(1))
 }
 
+fn pair_hash(seed: u64, a: u64, b: u64) -> u64 {
+    crate::rng::hash(&[seed, 0x1a7, a.min(b), a.max(b)])
+}
+
+/// The pair hash below which a pair is non-network: the `round(fraction × pairs)`-th lowest
+/// (0: none). Computed once per (seed, ranks, fraction).
+fn non_network_cut(seed: u64, ranks: u64, fraction: f64) -> u64 {
+    use std::sync::Mutex;
+    /// (seed, ranks, fraction's bits) and its cut.
+    type Entry = ((u64, u64, u64), u64);
+    static CACHE: Mutex<Option<Entry>> = Mutex::new(None);
+    let key = (seed, ranks, fraction.to_bits());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, cut)) = *cache
+        && k == key
+    {
+        return cut;
+    }
+    let mut hashes: Vec<u64> = (0..ranks)
+        .flat_map(|a| (a + 1..ranks).map(move |b| (a, b)))
+        .map(|(a, b)| pair_hash(seed, a, b))
+        .collect();
+    let k = (fraction.clamp(0.0, 1.0) * hashes.len() as f64).round() as usize;
+    let cut = if k == 0 {
+        0
+    } else if k >= hashes.len() {
+        u64::MAX
+    } else {
+        *hashes.select_nth_unstable(k).1
+    };
+    *cache = Some((key, cut));
+    cut
+}
+
 /// Builds the call `k` (at iteration position `kind`, message `size`) of `rank`, the same on
 /// every communicator.
 pub fn call_spec(cfg: &SimConfig, rank: usize, k: u64, kind: CallKind, size: u64) -> CallSpec {
@@ -166,10 +200,12 @@ pub fn call_spec(cfg: &SimConfig, rank: usize, k: u64, kind: CallKind, size: u64
     // receive from their peer. (Chosen per call, a network receive progressing on the same
     // peer and channel made the plugin take such an op for one queued behind it, holding its
     // collective "in flight" for the completion timeout, past the viewer's 1 s hang floor: the
-    // demo showed every rank HUNG.) Pairs are drawn independently: no node model.
-    let network = |peer: u64| -> bool {
-        intra <= 0.0 || unit(&[seed, 0x1a7, r.min(peer), r.max(peer)]) >= intra
-    };
+    // demo showed every rank HUNG.) Exactly round(fraction × pairs) pairs are non-network,
+    // those with the lowest hash (no node model): a 2-rank job at 0.1 keeps its one pair on
+    // the network (drawn per pair, it lost it under some seeds, and the demo's proxy view was
+    // empty).
+    let cut = non_network_cut(seed, n, intra);
+    let network = |peer: u64| -> bool { pair_hash(seed, r, peer) >= cut };
     let ce = cfg.ce
         && cfg.api.unwrap_or(6) >= 6
         && matches!(kind, CallKind::AllGather | CallKind::AlltoAll);
@@ -566,6 +602,32 @@ impl Planner {
             d_ch,
             end,
             live,
+        }
+    }
+}
+
+#[cfg(test)]
+mod transport_tests {
+    use super::*;
+
+    fn non_network_pairs(seed: u64, n: u64, f: f64) -> usize {
+        let cut = non_network_cut(seed, n, f);
+        (0..n)
+            .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
+            .filter(|&(a, b)| pair_hash(seed, a, b) < cut)
+            .count()
+    }
+
+    /// Exactly round(fraction × pairs) pairs, whatever the seed: a 2-rank demo keeps its one
+    /// pair on the network at the mixed workload's 0.1.
+    #[test]
+    fn the_fraction_of_non_network_pairs_is_exact() {
+        for seed in 0..20 {
+            assert_eq!(non_network_pairs(seed, 2, 0.1), 0);
+            assert_eq!(non_network_pairs(seed, 8, 0.1), 3, "28 pairs");
+            assert_eq!(non_network_pairs(seed, 4, 0.5), 3, "6 pairs");
+            assert_eq!(non_network_pairs(seed, 4, 0.0), 0);
+            assert_eq!(non_network_pairs(seed, 4, 1.0), 6);
         }
     }
 }
