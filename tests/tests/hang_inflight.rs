@@ -85,7 +85,16 @@ fn a_hung_rank_process_stays_and_is_seen_hung_by_a_late_viewer() {
     let dir = tempfile::tempdir().unwrap();
     let rdv = dir.path().join("rdv");
     let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
-    let mut child = std::process::Command::new(&sim)
+    // Until stopped (`--duration 0`), so a slow machine cannot end the run before the viewer
+    // attaches; SIGTERMed at the end, SIGKILLed if an assertion fails first.
+    struct Job(std::process::Child);
+    impl Drop for Job {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Job(std::process::Command::new(&sim)
         .args(["--plugin", ncclprof_tests::plugin_path().to_str().unwrap()])
         .args([
             "--ranks",
@@ -95,14 +104,14 @@ fn a_hung_rank_process_stays_and_is_seen_hung_by_a_late_viewer() {
             "--rate",
             "1",
             "--duration",
-            "6",
+            "0",
         ])
         .args(["--workload", "allreduce", "--hang", "1:3", "--quiet"])
         .env("NCCLPROF_DIR", &rdv)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap());
     // The process of rank 1, once it has published.
     let t0 = std::time::Instant::now();
     let pid = loop {
@@ -137,5 +146,7 @@ fn a_hung_rank_process_stays_and_is_seen_hung_by_a_late_viewer() {
         "rank 1's hung op was not reported in flight to a late viewer"
     );
     drop(viewer);
-    assert!(child.wait().unwrap().success());
+    // SAFETY: SIGTERM to the simulator this test started, still ours to reap.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
+    assert!(child.0.wait().unwrap().success());
 }

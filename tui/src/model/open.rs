@@ -1125,7 +1125,7 @@ pub fn align(dumps: &[Dump]) -> HashMap<u32, f64> {
     for d in dumps {
         let m = firsts.entry(d.pid).or_default();
         for sp in &d.spans {
-            if sp.cat == Cat::Coll {
+            if sp.cat == Cat::Coll && !d.str(sp.name).is_empty() {
                 let k = (sp.comm_hash(), d.str(sp.name), sp.seq());
                 let e = m.entry(k).or_insert(sp.begin_us);
                 if sp.begin_us < *e {

@@ -327,10 +327,22 @@ impl Store {
         let mut v = Vec::new();
         for r in rows {
             let Some(l) = r.lane else { continue };
-            for o in self.ops_sampled(l, from, to, cell) {
-                if o.kind == EventKind::Coll as u8 {
-                    let key = (self.func_of(l, &o), o.seq);
-                    v.push((r.rank, key, o.start, o.end.saturating_sub(o.start)));
+            // Sampled only where the timeline samples too (a lane too dense to draw op by
+            // op): a sampled lane may keep another instance than its peers keep, and the
+            // instance would then be judged without its real last rank.
+            let dense =
+                cell > 0 && self.lanes[l].ops.count_in(from, to) as u64 > 8 * (to - from) / cell;
+            for o in self.ops_sampled(l, from, to, if dense { cell } else { 0 }) {
+                let func = self.func_of(l, &o);
+                // A name not kept ("", the plugin's string table full) or not received yet
+                // ("?") cannot tell two functions' instances apart.
+                if o.kind == EventKind::Coll as u8 && !func.is_empty() && func != "?" {
+                    v.push((
+                        r.rank,
+                        (func, o.seq),
+                        o.start,
+                        o.end.saturating_sub(o.start),
+                    ));
                 }
             }
         }

@@ -72,17 +72,20 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         let sum: u64 = total.iter().sum::<u64>().max(1);
         let share = phases.iter().find(|x| x.0 == p).map_or(0, |x| x.1) * 100 / sum;
         let mut text = format!("bottleneck: {cat} ({} is {share}% of step time)", p.name());
-        // The connection whose steps take longest, to find among hundreds of rows.
+        // The connection whose steps take longest, to find among hundreds of rows; of those
+        // with at least a tenth as many steps as the busiest, so one slow step among a few
+        // does not outrank hundreds.
+        let busiest = lines.iter().map(|l| l.5).max().unwrap_or(0);
         if let Some((rank, ch, peer, send, ph, n)) = lines
             .iter()
-            .filter(|l| l.5 > 0)
+            .filter(|l| l.5 > 0 && l.5 * 10 >= busiest)
             .max_by_key(|l| l.4.iter().map(|p| p.1).sum::<u64>() / l.5)
         {
             let dir = if *send { "→" } else { "←" };
             let mean = ph.iter().map(|p| p.1).sum::<u64>() / *n;
             let what = analysis::bottleneck(ph).map_or("-", |b| b.1);
             text.push_str(&format!(
-                " · slowest steps: r{rank} ch{ch} {dir}{peer}, {} each ({what})",
+                " · slowest steps: r{rank} ch{ch} {dir}{peer}, {} each of {n} ({what})",
                 units::dur(mean)
             ));
         }
