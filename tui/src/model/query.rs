@@ -306,7 +306,7 @@ impl Store {
         (analysis::median(&run), analysis::median(&total))
     }
 
-    /// Stragglers among the ops of a communicator in a window: (seq → straggler).
+    /// Stragglers among the ops of a communicator in a window: ((function, seq) → straggler).
     pub fn stragglers_in(
         &self,
         rows: &[LaneRow],
