@@ -17,6 +17,7 @@ ENVIRONMENT:
   NO_COLOR             any non-empty value disables colour (same as --no-color).
   NCCLPROF_PLUGIN      demo: path of libnccl_profiler_ncclprof.so.
   NCCLPROF_SIM         demo: path of the ncclprof-sim binary.
+  A variable set to nothing (NCCLPROF_DIR=) counts as unset, as the plugin reads it.
 
 KEYS: press ? inside the viewer for every binding (q quits, Tab / 1-5 switch views).";
 
