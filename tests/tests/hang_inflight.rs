@@ -86,16 +86,9 @@ fn a_hung_rank_process_stays_and_is_seen_hung_by_a_late_viewer() {
     let rdv = dir.path().join("rdv");
     let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
     // Until stopped (`--duration 0`), so a slow machine cannot end the run before the viewer
-    // attaches; SIGTERMed at the end, SIGKILLed if an assertion fails first.
-    struct Job(std::process::Child);
-    impl Drop for Job {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Job(std::process::Command::new(&sim)
-        .args(["--plugin", ncclprof_tests::plugin_path().to_str().unwrap()])
+    // attaches; SIGTERMed at the end, SIGKILLed (`Proc`'s drop) if an assertion fails first.
+    let mut cmd = std::process::Command::new(&sim);
+    cmd.args(["--plugin", ncclprof_tests::plugin_path().to_str().unwrap()])
         .args([
             "--ranks",
             "2",
@@ -107,33 +100,26 @@ fn a_hung_rank_process_stays_and_is_seen_hung_by_a_late_viewer() {
             "0",
         ])
         .args(["--workload", "allreduce", "--hang", "1:3", "--quiet"])
-        .env("NCCLPROF_DIR", &rdv)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap());
+        .env("NCCLPROF_DIR", &rdv);
+    let mut sim = ncclprof_tests::faults::Proc::spawn(cmd);
     // The process of rank 1, once it has published.
-    let t0 = std::time::Instant::now();
-    let pid = loop {
-        let found = ncclprof_shared::link::list_entries(&rdv)
-            .ok()
-            .into_iter()
-            .flatten()
-            .flatten()
-            .find(|e| e.comms.iter().any(|c| c.rank == 1))
-            .map(|e| e.pid);
-        if let Some(p) = found {
-            break p;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "rank 1 never published"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut pid = None;
+    assert!(
+        ncclprof_tests::wait_for(Duration::from_secs(10), || {
+            pid = ncclprof_shared::link::list_entries(&rdv)
+                .ok()
+                .into_iter()
+                .flatten()
+                .flatten()
+                .find(|e| e.comms.iter().any(|c| c.rank == 1))
+                .map(|e| e.pid);
+            pid.is_some()
+        }),
+        "rank 1 never published"
+    );
     // Well after the hang (its 4th call, about 20 ms in).
     std::thread::sleep(Duration::from_millis(2000));
-    let mut viewer = ncclprof_tests::Viewer::attach(&rdv, pid);
+    let mut viewer = ncclprof_tests::Viewer::attach(&rdv, pid.unwrap());
     let ok = viewer.until(Duration::from_secs(5), |got| {
         got.frames.iter().any(|f| {
             matches!(f, Frame::InFlight(s) if s.ops.iter().any(|o| o.rank == 1
@@ -146,7 +132,6 @@ fn a_hung_rank_process_stays_and_is_seen_hung_by_a_late_viewer() {
         "rank 1's hung op was not reported in flight to a late viewer"
     );
     drop(viewer);
-    // SAFETY: SIGTERM to the simulator this test started, still ours to reap.
-    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
-    assert!(child.0.wait().unwrap().success());
+    sim.signal(libc::SIGTERM);
+    assert_eq!(sim.wait(Duration::from_secs(10)), Some(0));
 }

@@ -13,6 +13,24 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A tmux server of its own (`socket`) running `sh -c cmd` in a 120×36 session `t`.
+    fn start(socket: String, cmd: &str) -> Tmux {
+        let t = Tmux { socket };
+        t.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "36",
+            "sh",
+            "-c",
+            cmd,
+        ]);
+        t
+    }
     fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .args(["-L", &self.socket, "-f", "/dev/null"])
@@ -61,38 +79,31 @@ fn have_tmux() -> bool {
     ok
 }
 
+/// The shell words that run a small, slow demo of the built binaries (2 ranks, 2 processes).
+fn demo_cmd() -> String {
+    let tui = ncclprof_tests::artifact("ncclprof-tui", "ncclprof-tui");
+    let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
+    let plugin = ncclprof_tests::plugin_path();
+    format!(
+        "'{}' demo --ranks 2 --procs 2 --rate 0.05 --plugin '{}' --sim '{}'",
+        tui.display(),
+        plugin.display(),
+        sim.display()
+    )
+}
+
 #[test]
 fn demo_in_tmux_views_mask_ack_snapshot_quit() {
     if !have_tmux() {
         return;
     }
-    let tui = ncclprof_tests::artifact("ncclprof-tui", "ncclprof-tui");
-    let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
-    let plugin = ncclprof_tests::plugin_path();
     let work = tempfile::tempdir().unwrap();
-    let t = Tmux {
-        socket: format!("ncclprof-test-{}", std::process::id()),
-    };
     let cmd = format!(
-        "cd '{}' && '{}' demo --ranks 2 --procs 2 --rate 0.05 --plugin '{}' --sim '{}'; echo exit=$?; sleep 30",
+        "cd '{}' && {}; echo exit=$?; sleep 30",
         work.path().display(),
-        tui.display(),
-        plugin.display(),
-        sim.display()
+        demo_cmd()
     );
-    t.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "120",
-        "-y",
-        "36",
-        "sh",
-        "-c",
-        &cmd,
-    ]);
+    let t = Tmux::start(format!("ncclprof-test-{}", std::process::id()), &cmd);
     t.wait_for("procs 2 live", Duration::from_secs(30));
 
     // Every view, by number key.
@@ -160,8 +171,24 @@ fn is_complete_snapshot(p: &Path) -> bool {
         .is_some()
 }
 
-/// `(pid, start time)` of `root` and every process below it, from /proc.
-fn process_tree(root: u32) -> Vec<(u32, u64, String)> {
+/// One process, from its `/proc/<pid>/stat`.
+#[derive(Debug, Clone)]
+struct Process {
+    pid: u32,
+    ppid: u32,
+    /// Start time in clock ticks: tells the process from a later one with its pid.
+    start: u64,
+    comm: String,
+}
+
+impl Process {
+    fn running(&self) -> bool {
+        running(self.pid, self.start)
+    }
+}
+
+/// `root` and every process below it, from /proc.
+fn process_tree(root: u32) -> Vec<Process> {
     let mut all = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
@@ -173,24 +200,22 @@ fn process_tree(root: u32) -> Vec<(u32, u64, String)> {
         let comm = stat[stat.find('(').unwrap() + 1..stat.rfind(')').unwrap()].to_string();
         let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
         // Fields after the command: state, ppid (4th field), …, starttime (22nd).
-        all.push((
+        all.push(Process {
             pid,
-            f[1].parse::<u32>().unwrap(),
-            f[19].parse::<u64>().unwrap(),
+            ppid: f[1].parse().unwrap(),
+            start: f[19].parse().unwrap(),
             comm,
-        ));
+        });
     }
     let mut tree = vec![root];
     let mut i = 0;
     while i < tree.len() {
         let parent = tree[i];
-        tree.extend(all.iter().filter(|p| p.1 == parent).map(|p| p.0));
+        tree.extend(all.iter().filter(|p| p.ppid == parent).map(|p| p.pid));
         i += 1;
     }
-    all.into_iter()
-        .filter(|p| tree.contains(&p.0))
-        .map(|p| (p.0, p.2, p.3))
-        .collect()
+    all.retain(|p| tree.contains(&p.pid));
+    all
 }
 
 fn running(pid: u32, start: u64) -> bool {
@@ -199,14 +224,14 @@ fn running(pid: u32, start: u64) -> bool {
 
 /// Kills, when dropped, every process of a tree still running: a failed assertion must not
 /// leave simulators running for good (`--duration 0`) on the CI machine.
-struct Reaper(Vec<(u32, u64, String)>);
+struct Reaper(Vec<Process>);
 
 impl Drop for Reaper {
     fn drop(&mut self) {
         for p in &self.0 {
-            if running(p.0, p.1) {
+            if p.running() {
                 // SAFETY: kill on a pid checked to be the process this test started.
-                unsafe { libc::kill(p.0 as i32, libc::SIGKILL) };
+                unsafe { libc::kill(p.pid as i32, libc::SIGKILL) };
             }
         }
     }
@@ -223,40 +248,23 @@ fn the_demos_simulator_ends_with_its_viewer() {
     if !have_tmux() {
         return;
     }
-    let tui = ncclprof_tests::artifact("ncclprof-tui", "ncclprof-tui");
-    let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
-    let plugin = ncclprof_tests::plugin_path();
     let work = tempfile::tempdir().unwrap();
     for (i, how) in ["terminal closed", "viewer SIGKILLed", "simulator SIGKILLed"]
         .into_iter()
         .enumerate()
     {
-        let t = Tmux {
-            socket: format!("ncclprof-test-end-{}-{i}", std::process::id()),
-        };
         let status = work.path().join(format!("status-{i}"));
         // No `exec`, no redirection: stderr is the terminal, as for a user. The shell ignores
         // the hangup (the viewer sets its own handler) to write the viewer's exit status.
         let cmd = format!(
-            "trap '' HUP; '{}' demo --ranks 2 --procs 2 --rate 0.05 --plugin '{}' --sim '{}'; echo $? > '{}'",
-            tui.display(),
-            plugin.display(),
-            sim.display(),
+            "trap '' HUP; {}; echo $? > '{}'",
+            demo_cmd(),
             status.display()
         );
-        t.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "120",
-            "-y",
-            "36",
-            "sh",
-            "-c",
+        let t = Tmux::start(
+            format!("ncclprof-test-end-{}-{i}", std::process::id()),
             &cmd,
-        ]);
+        );
         t.wait_for("procs 2 live", Duration::from_secs(30));
         let pane: u32 = t
             .run(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
@@ -264,35 +272,27 @@ fn the_demos_simulator_ends_with_its_viewer() {
             .parse()
             .unwrap();
         let tree = Reaper(process_tree(pane));
-        let find = |comm: &str| tree.0.iter().find(|p| p.2 == comm).unwrap().clone();
-        let sims = tree.0.iter().filter(|p| p.2 == "ncclprof-sim").count();
-        assert_eq!(sims, 3, "the simulator and its 2 processes: {:?}", tree.0);
-        let viewer = find("ncclprof-tui");
-        let kill = |p: &(u32, u64, String)| {
-            assert!(running(p.0, p.1));
+        let sims: Vec<&Process> = tree.0.iter().filter(|p| p.comm == "ncclprof-sim").collect();
+        assert_eq!(
+            sims.len(),
+            3,
+            "the simulator and its 2 processes: {:?}",
+            tree.0
+        );
+        let viewer = tree.0.iter().find(|p| p.comm == "ncclprof-tui").unwrap();
+        let kill = |p: &Process| {
+            assert!(p.running());
             // SAFETY: kill on a pid this test started (through tmux), checked running.
-            unsafe { libc::kill(p.0 as i32, libc::SIGKILL) };
+            unsafe { libc::kill(p.pid as i32, libc::SIGKILL) };
         };
         match how {
             "terminal closed" => drop(t),
-            "viewer SIGKILLed" => kill(&viewer),
-            _ => {
-                // The simulator's parent: the one whose parent is the viewer.
-                let parent = tree
-                    .0
-                    .iter()
-                    .find(|p| p.2 == "ncclprof-sim" && ppid(p.0) == Some(viewer.0))
-                    .unwrap()
-                    .clone();
-                kill(&parent);
-            }
+            "viewer SIGKILLed" => kill(viewer),
+            // The simulator's parent: the one whose parent is the viewer.
+            _ => kill(sims.iter().find(|p| p.ppid == viewer.pid).unwrap()),
         }
         let deadline = Instant::now() + Duration::from_secs(10);
-        while let Some(p) = tree
-            .0
-            .iter()
-            .find(|p| p.2 == "ncclprof-sim" && running(p.0, p.1))
-        {
+        while let Some(p) = sims.iter().find(|p| p.running()) {
             assert!(
                 Instant::now() < deadline,
                 "{how}: {p:?} still running 10 s later"
@@ -316,9 +316,4 @@ fn the_demos_simulator_ends_with_its_viewer() {
             );
         }
     }
-}
-
-fn ppid(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
 }
