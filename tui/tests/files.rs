@@ -332,7 +332,7 @@ mod fake_plugin {
 
 #[test]
 fn live_source_connects_streams_and_controls() {
-    use ncclprof_tui::event_loop::{Effects, ingest_turn};
+    use ncclprof_tui::event_loop::Effects;
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("rdv");
     ncclprof_shared::link::ensure_dir(&dir).unwrap();
@@ -340,16 +340,9 @@ fn live_source_connects_streams_and_controls() {
     let live = ncclprof_tui::model::source::live(dir.clone(), Vec::new());
     let mut app = App::new(Store::new(1 << 30), true, String::new());
     let mut fx = Effects::default();
-    let t0 = Instant::now();
-    while app.store.retained < 78 || fx.controls.is_empty() {
-        ingest_turn(&mut app, &live, &mut fx);
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "no data: {:?}",
-            app.store.errors
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    ingest_until(&mut app, &live, &mut fx, |app, fx| {
+        app.store.retained >= 78 && !fx.controls.is_empty()
+    });
     assert_eq!(app.store.procs.len(), 1);
     assert_eq!(app.store.procs[0].host, "node-a");
     assert_eq!(app.store.comms[0].name, "world");
@@ -359,20 +352,16 @@ fn live_source_connects_streams_and_controls() {
     fx.run(&mut app, effects);
     assert!(!app.store.procs[0].acked);
     let want = ncclprof_shared::mask::DEFAULT ^ 1;
-    while !(app.store.procs[0].acked && app.store.procs[0].mask == want) {
-        ingest_turn(&mut app, &live, &mut fx);
-        assert!(t0.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    ingest_until(&mut app, &live, &mut fx, |app, _| {
+        app.store.procs[0].acked && app.store.procs[0].mask == want
+    });
     // Stop: the fake plugin leaves; the stream closes and the process shows as ended.
     let effects = app.update(ncclprof_tui::action::Action::StartStop);
     fx.run(&mut app, effects);
     assert_eq!(plugin.join().unwrap(), vec![want]);
-    while app.store.procs[0].state == ProcState::Live {
-        ingest_turn(&mut app, &live, &mut fx);
-        assert!(t0.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    ingest_until(&mut app, &live, &mut fx, |app, _| {
+        app.store.procs[0].state != ProcState::Live
+    });
     assert!(matches!(app.store.procs[0].state, ProcState::Ended(_)));
     assert!(fx.controls.is_empty());
 }
@@ -578,17 +567,12 @@ fn reconnects_when_a_process_republishes_and_keeps_no_duplicates() {
     let live = ncclprof_tui::model::source::live(dir.clone(), Vec::new());
     let mut app = App::new(Store::new(1 << 30), true, String::new());
     let mut fx = Effects::default();
-    let t0 = Instant::now();
-    while app
-        .store
-        .procs
-        .first()
-        .is_none_or(|p| p.state == ProcState::Live)
-    {
-        ingest_turn(&mut app, &live, &mut fx);
-        assert!(t0.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    ingest_until(&mut app, &live, &mut fx, |app, _| {
+        app.store
+            .procs
+            .first()
+            .is_some_and(|p| p.state != ProcState::Live)
+    });
     let first_count = app.store.retained;
     let all = plugin.join().unwrap();
     // Republish; the second viewer gets the history again plus one new op.
@@ -614,15 +598,9 @@ fn reconnects_when_a_process_republishes_and_keeps_no_duplicates() {
             .unwrap();
         std::thread::sleep(Duration::from_millis(500));
     });
-    while app.store.retained < first_count + 1 {
-        ingest_turn(&mut app, &live, &mut fx);
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "{}",
-            app.store.retained
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    ingest_until(&mut app, &live, &mut fx, |app, _| {
+        app.store.retained > first_count
+    });
     std::thread::sleep(Duration::from_millis(100));
     ingest_turn(&mut app, &live, &mut fx);
     assert_eq!(app.store.retained, first_count + 1);
