@@ -80,11 +80,14 @@ pub const STRAGGLER_MIN_FRACTION: f64 = 0.1;
 /// FSDP step are two instances, and were compared as one when keyed by the number alone.
 pub type CollKey<'a> = (&'a str, u64);
 
+/// The stragglers of a window, by collective instance.
+pub type Stragglers<'a> = BTreeMap<CollKey<'a>, Straggler>;
+
 /// Per collective instance, the last rank to start, given (rank, instance, start, duration)
 /// of each rank's op: for instances seen on at least two ranks whose last arrival lags the
 /// median start of the others by more than [`STRAGGLER_MIN_NS`] and
 /// [`STRAGGLER_MIN_FRACTION`] of the median duration.
-pub fn stragglers<'a>(rows: &[(i32, CollKey<'a>, u64, u64)]) -> BTreeMap<CollKey<'a>, Straggler> {
+pub fn stragglers<'a>(rows: &[(i32, CollKey<'a>, u64, u64)]) -> Stragglers<'a> {
     let mut by_key: BTreeMap<CollKey<'a>, Vec<(u64, i32, u64)>> = BTreeMap::new();
     for &(rank, key, start, dur) in rows {
         by_key.entry(key).or_default().push((start, rank, dur));
@@ -133,9 +136,7 @@ pub struct StragglerSummary {
 /// The rank that arrived last most often in `stragglers` (ties: the one late most recently).
 /// The banner names it, not the latest collective's straggler: a rank that is always late
 /// stays named while an occasional other one comes and goes.
-pub fn straggler_summary(
-    stragglers: &BTreeMap<CollKey<'_>, Straggler>,
-) -> Option<StragglerSummary> {
+pub fn straggler_summary(stragglers: &Stragglers<'_>) -> Option<StragglerSummary> {
     let mut by_rank: BTreeMap<i32, (usize, u64, Vec<u64>)> = BTreeMap::new();
     for st in stragglers.values() {
         let e = by_rank.entry(st.rank).or_default();

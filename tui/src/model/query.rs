@@ -307,12 +307,7 @@ impl Store {
     }
 
     /// Stragglers among the ops of a communicator in a window: ((function, seq) → straggler).
-    pub fn stragglers_in(
-        &self,
-        rows: &[LaneRow],
-        from: u64,
-        to: u64,
-    ) -> std::collections::BTreeMap<analysis::CollKey<'_>, analysis::Straggler> {
+    pub fn stragglers_in(&self, rows: &[LaneRow], from: u64, to: u64) -> analysis::Stragglers<'_> {
         self.stragglers_sampled(rows, from, to, 0)
     }
 
@@ -323,7 +318,7 @@ impl Store {
         from: u64,
         to: u64,
         cell: u64,
-    ) -> std::collections::BTreeMap<analysis::CollKey<'_>, analysis::Straggler> {
+    ) -> analysis::Stragglers<'_> {
         let mut v = Vec::new();
         for r in rows {
             let Some(l) = r.lane else { continue };

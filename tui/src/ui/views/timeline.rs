@@ -233,10 +233,7 @@ fn row(
     app: &App,
     th: &Theme,
     r: &LaneRow,
-    strag: &std::collections::BTreeMap<
-        crate::model::analysis::CollKey<'_>,
-        crate::model::analysis::Straggler,
-    >,
+    strag: &crate::model::analysis::Stragglers<'_>,
     (from, span, cell): (u64, u64, u64),
     (x0, y, tw): (u16, u16, u16),
     buf: &mut Buffer,
@@ -305,11 +302,10 @@ fn row(
         s.lanes[lane]
             .ops
             .window_sampled(from, from + span, if many { cell } else { 0 }, |_, o| {
+                let func = s.func_of(lane, o);
                 if o.kind == ncclprof_shared::kind::EventKind::Coll as u8
-                    && strag
-                        .get(&(s.func_of(lane, o), o.seq))
-                        .is_some_and(|x| x.rank == r.rank)
-                    && app.passes(s.func_of(lane, o))
+                    && strag.get(&(func, o.seq)).is_some_and(|x| x.rank == r.rank)
+                    && app.passes(func)
                 {
                     let a = col(o.start, from, span, tw);
                     if a < tw {
@@ -324,10 +320,7 @@ fn details(
     app: &App,
     th: &Theme,
     area: Rect,
-    strag: &std::collections::BTreeMap<
-        crate::model::analysis::CollKey<'_>,
-        crate::model::analysis::Straggler,
-    >,
+    strag: &crate::model::analysis::Stragglers<'_>,
     buf: &mut Buffer,
 ) {
     let s = &app.store;
