@@ -180,6 +180,21 @@ pub fn ingest_turn(app: &mut App, live: &Live, fx: &mut Effects) -> bool {
     any
 }
 
+/// Handle everything crossterm has buffered, not one event per 10 ms.
+fn read_input(app: &mut App, fx: &mut Effects) -> std::io::Result<()> {
+    loop {
+        let effects = match event::read()? {
+            Event::Key(k) => handle_key(app, k),
+            Event::Mouse(m) => handle_mouse(app, m),
+            _ => Vec::new(),
+        };
+        fx.run(app, effects);
+        if app.quit || !event::poll(Duration::ZERO)? {
+            return Ok(());
+        }
+    }
+}
+
 /// Run the interactive viewer until quit.
 pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
     let mut term = crate::term::Term::new()?;
@@ -202,7 +217,13 @@ pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
             dirty |= live.is_some();
         }
         if dirty && last_draw.elapsed() >= FRAME {
-            term.terminal.draw(|f| crate::ui::render(f, app))?;
+            match term.terminal.draw(|f| crate::ui::render(f, app)) {
+                Ok(_) => {}
+                // The terminal went away between its hangup and our noticing it: leave like
+                // `q`, as below (a closed terminal made it exit 1, one CI run in several).
+                Err(e) if crate::term::hung_up(&e) => break,
+                Err(e) => return Err(e.into()),
+            }
             dirty = false;
             last_draw = Instant::now();
         }
@@ -215,21 +236,11 @@ pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
             Duration::from_millis(10)
         };
         match crate::term::wait_input(wait) {
-            Ok(true) => {
-                // Handle everything crossterm has buffered, not one event per 10 ms.
-                loop {
-                    let effects = match event::read()? {
-                        Event::Key(k) => handle_key(app, k),
-                        Event::Mouse(m) => handle_mouse(app, m),
-                        _ => Vec::new(),
-                    };
-                    fx.run(app, effects);
-                    if app.quit || !event::poll(Duration::ZERO)? {
-                        break;
-                    }
-                }
-                dirty = true;
-            }
+            Ok(true) => match read_input(app, &mut fx) {
+                Ok(()) => dirty = true,
+                Err(e) if crate::term::hung_up(&e) => break,
+                Err(e) => return Err(e.into()),
+            },
             Ok(false) => {}
             // The terminal went away (window closed, ssh dropped): nobody can see or drive
             // the viewer any more, so leave like `q` would.
@@ -238,7 +249,8 @@ pub fn run(app: &mut App, live: Option<Live>) -> anyhow::Result<()> {
     }
     if fx.pending.is_some() {
         app.message = Some("finishing the snapshot before exiting…".into());
-        term.terminal.draw(|f| crate::ui::render(f, app))?;
+        // Finished whether or not the terminal can still show this (it may have hung up).
+        let _ = term.terminal.draw(|f| crate::ui::render(f, app));
         fx.finish(app);
         if let Some(Err(e)) = &app.last_snapshot {
             drop(term);

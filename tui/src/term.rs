@@ -94,7 +94,7 @@ fn restore() {
 }
 
 /// Whether an error writing to or configuring the terminal means it is gone.
-fn hung_up(e: &std::io::Error) -> bool {
+pub fn hung_up(e: &std::io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::EIO | libc::ENXIO | libc::ENOTTY | libc::EBADF)
