@@ -47,7 +47,10 @@ pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw
     let Some(ci) = context_index(p, ctx) else {
         return std::ptr::null_mut();
     };
-    let Some(ring) = p.rings.mine() else {
+    // The parent (a ProxyOp for a step, a Group for a collective) was started on this thread
+    // in most calls, which finds the ring without a TLS lookup; any other value, a foreign
+    // PXN parent or none, finds it through `MY_RING` (`RingPool::mine_for`).
+    let Some(ring) = p.rings.mine_for(raw.parent) else {
         p.rings.no_ring[kind as usize].fetch_add(1, Ordering::Relaxed);
         return std::ptr::null_mut();
     };
@@ -83,7 +86,7 @@ pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw
 pub fn stop(p: &'static Plugin, h: *mut c_void) {
     let id = h as u64;
     let kind = handle::kind_of(id).map_or(u8::MAX, |k| k as u8);
-    let Some(ring) = p.rings.mine() else {
+    let Some(ring) = p.rings.mine_for(id) else {
         if let Some(c) = p.rings.no_ring.get(kind as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
@@ -114,7 +117,7 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
 pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 2]>) {
     let id = h as u64;
     let kind = handle::kind_of(id).map_or(u8::MAX, |k| k as u8);
-    let Some(ring) = p.rings.mine() else {
+    let Some(ring) = p.rings.mine_for(id) else {
         if let Some(c) = p.rings.no_ring.get(kind as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
