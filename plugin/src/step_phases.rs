@@ -161,6 +161,19 @@ impl Phases {
     /// at `ts`, `OP_STATE` when a newer step takes the entry at `ts` (see [`RF_PHASES`]).
     #[inline(always)]
     pub fn to_raw(&self, op: u8, ts: u64) -> Raw {
+        // The phase times are read one by one (volatile reads are never merged): the states
+        // just before wrote them with separate 8-byte stores, and a 16-byte load that spans
+        // two stores still in the store buffer cannot be forwarded from them. On Intel such a
+        // load waits until both stores reach the cache, behind every older store, the
+        // ring's records among them. That wait was most of a step's stop there (`BENCHMARKS.md` §1).
+        // SAFETY: reads of this entry's own fields.
+        let t = unsafe {
+            [
+                std::ptr::read_volatile(&self.t[0]),
+                std::ptr::read_volatile(&self.t[1]),
+                std::ptr::read_volatile(&self.t[2]),
+            ]
+        };
         Raw {
             ts,
             id: self.id,
@@ -170,7 +183,7 @@ impl Phases {
             state: self.seen,
             flags: RF_PHASES,
             ctx: self.retries,
-            w: [self.t[0], self.t[1], self.t[2], 0],
+            w: [t[0], t[1], t[2], 0],
         }
     }
 }
