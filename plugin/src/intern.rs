@@ -181,6 +181,7 @@ impl Interner {
 unsafe fn prefix_of(p: *const c_char) -> u64 {
     let mut v = 0u64;
     for i in 0..8 {
+        #[allow(clippy::unnecessary_cast)] // c_char is i8 on x86_64, u8 on aarch64
         // SAFETY: bytes up to and including the NUL are readable.
         let b = unsafe { *p.add(i) } as u8;
         if b == 0 {
