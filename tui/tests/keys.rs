@@ -244,6 +244,11 @@ fn filter_input() {
     handle_key(&mut app, key(KeyCode::Enter));
     assert_eq!(app.filter, "allg");
     assert!(app.passes("AllGather") && !app.passes("AllReduce"));
+    // Anywhere in the name, any case; not a name shorter than the filter; non-ASCII names too.
+    assert!(app.passes("ncclALLGATHERv") && !app.passes("All") && !app.passes(""));
+    app.filter = "ß".into();
+    assert!(app.passes("Großes") && !app.passes("Gross"));
+    app.filter = "allg".into();
     handle_key(&mut app, ch('/'));
     handle_key(&mut app, ch('x'));
     handle_key(&mut app, key(KeyCode::Esc));

@@ -197,6 +197,22 @@ fn filter_hides_other_functions() {
     );
 }
 
+/// The straggler banner counts the collectives the `/` filter shows, as the timeline draws
+/// them: rank 3 is late to all six ops of the fixture, two of them AllGathers.
+#[test]
+fn the_straggler_banner_counts_only_filtered_functions() {
+    let mut app = app(&Fixture::default());
+    let text = format!("{}", render(&app, 120, 12).backend());
+    assert!(text.contains("rank 3 was last at 6 of 6 late"), "{text}");
+    app.update(Action::StartFilter);
+    for c in "ALLGATHER".chars() {
+        app.filter_key(ratatui::crossterm::event::KeyCode::Char(c));
+    }
+    app.filter_key(ratatui::crossterm::event::KeyCode::Enter);
+    let text = format!("{}", render(&app, 120, 12).backend());
+    assert!(text.contains("rank 3 was last at 2 of 2 late"), "{text}");
+}
+
 #[test]
 fn malformed_frame_is_shown() {
     let mut app = app(&Fixture::default());

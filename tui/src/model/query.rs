@@ -308,16 +308,18 @@ impl Store {
 
     /// Stragglers among the ops of a communicator in a window: ((function, seq) → straggler).
     pub fn stragglers_in(&self, rows: &[LaneRow], from: u64, to: u64) -> analysis::Stragglers<'_> {
-        self.stragglers_sampled(rows, from, to, 0)
+        self.stragglers_sampled(rows, from, to, 0, |_| true)
     }
 
-    /// [`Store::stragglers_in`] over sampled ops (at most about one per `cell` ns per rank).
+    /// [`Store::stragglers_in`] over sampled ops (at most about one per `cell` ns per rank) of
+    /// the functions `keep` accepts (the view's `/` filter).
     pub fn stragglers_sampled(
         &self,
         rows: &[LaneRow],
         from: u64,
         to: u64,
         cell: u64,
+        keep: impl Fn(&str) -> bool,
     ) -> analysis::Stragglers<'_> {
         let mut v = Vec::new();
         for r in rows {
@@ -331,7 +333,8 @@ impl Store {
                 let func = self.func_of(l, &o);
                 // A name not kept ("", the plugin's string table full) or not received yet
                 // ("?") cannot tell two functions' instances apart.
-                if o.kind == EventKind::Coll as u8 && !func.is_empty() && func != "?" {
+                if o.kind == EventKind::Coll as u8 && !func.is_empty() && func != "?" && keep(func)
+                {
                     v.push((
                         r.rank,
                         (func, o.seq),

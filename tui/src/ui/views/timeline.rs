@@ -79,7 +79,8 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     } else {
         0
     };
-    let strag = s.stragglers_sampled(&rows, from, to, cell);
+    // Of the functions the filter shows: the banner counts the collectives on screen.
+    let strag = s.stragglers_sampled(&rows, from, to, cell, |f| app.passes(f));
     let mut prev_host: Option<&str> = if first > 0 {
         rows.get(first - 1).map(|r| r.host.as_str())
     } else {
