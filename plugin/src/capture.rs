@@ -47,10 +47,16 @@ pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw
     let Some(ci) = context_index(p, ctx) else {
         return std::ptr::null_mut();
     };
-    // The parent (a ProxyOp for a step, a Group for a collective) was started on this thread
-    // in most calls, which finds the ring without a TLS lookup; any other value, a foreign
-    // PXN parent or none, finds it through `MY_RING` (`RingPool::mine_for`).
-    let Some(ring) = p.rings.mine_for(raw.parent) else {
+    // A step's parent, its ProxyOp, was started on this (proxy) thread, which finds the ring
+    // without a TLS lookup (`RingPool::mine_for`); steps are most starts. Other kinds' parents
+    // are often another thread's (a ProxyOp's Coll, on the user's thread) or another
+    // process's (PXN): those go through `MY_RING` directly.
+    let ring = if kind == EventKind::ProxyStep {
+        p.rings.mine_for(raw.parent)
+    } else {
+        p.rings.mine()
+    };
+    let Some(ring) = ring else {
         p.rings.no_ring[kind as usize].fetch_add(1, Ordering::Relaxed);
         return std::ptr::null_mut();
     };

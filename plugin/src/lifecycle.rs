@@ -29,6 +29,9 @@ extern "C" fn after_fork_in_child() {
     // child (if ever) initialises a communicator of its own.
     guard::ENABLED.store(false, Ordering::Relaxed);
     FORKED.store(true, Ordering::Relaxed);
+    // The old pool's rings keep their owners' thread pointers, which the child's new threads
+    // may be given (their blocks are in the child's cache): safe only because the old pool is
+    // never used again (`init` builds a new one), which must stay so.
     ring::forget_my_ring();
 }
 
