@@ -56,7 +56,7 @@ pub struct OpDetail {
 #[derive(Debug, Clone)]
 pub struct OpenView {
     pub row: OpenRow,
-    pub func: String,
+    pub func: std::sync::Arc<str>,
     /// Time since its start (enqueue).
     pub age_ns: u64,
     /// Time since it started to run; None while it has not (queued behind others on the
@@ -67,6 +67,30 @@ pub struct OpenView {
     /// The peers' median the verdict compared with: run time for a running op, else time
     /// from start to end.
     pub peer_median: Option<u64>,
+}
+
+/// Most ops a hang summary looks through per rank and search.
+const HANG_SEARCH_OPS: usize = 20_000;
+/// How far before the hung op's start the summary looks for a rank's last op.
+const HANG_LAST_LOOKBACK_NS: u64 = 10_000_000_000;
+
+/// What the hung ops of a communicator say together: which op to name, and, for its
+/// collective, which ranks are in it and which have not started it. A collective waits for
+/// every rank, so when most ranks hang in one, the rank that never entered it is the one to
+/// look at, not the lowest rank that waits.
+#[derive(Debug, Clone)]
+pub struct HangSummary {
+    /// Rank of the oldest hung op, and the op.
+    pub rank: i32,
+    pub op: OpenView,
+    /// Hung ops besides it, over every rank of the communicator.
+    pub more: usize,
+    /// Ranks with the oldest hung op's collective in flight (hung or not), of `ranks`.
+    pub ranks_in: usize,
+    pub ranks: usize,
+    /// Ranks that have it neither in flight nor done, each with the last op of the same
+    /// function it ended (seq, end) if any.
+    pub not_started: Vec<(i32, Option<(u64, u64)>)>,
 }
 
 impl Store {
@@ -245,6 +269,25 @@ impl Store {
     /// behind it): an op waiting for the GPU to finish the work before it (PyTorch enqueues
     /// ahead) is not hung while its peers waited as long.
     pub fn open_ops(&self, comm: usize, row: &LaneRow) -> Vec<OpenView> {
+        self.open_ops_with(comm, row, &mut HashMap::new())
+    }
+
+    /// [`Store::open_ops`] of every row, the peers' medians computed once per function (they
+    /// are the communicator's, the same for every row).
+    pub fn open_ops_of_rows(&self, comm: usize, rows: &[LaneRow]) -> Vec<Vec<OpenView>> {
+        let mut medians = HashMap::new();
+        rows.iter()
+            .map(|r| self.open_ops_with(comm, r, &mut medians))
+            .collect()
+    }
+
+    /// `medians`: peer medians by function name, filled as needed.
+    fn open_ops_with(
+        &self,
+        comm: usize,
+        row: &LaneRow,
+        medians: &mut HashMap<String, (Option<u64>, Option<u64>)>,
+    ) -> Vec<OpenView> {
         let p = &self.procs[row.key.proc];
         let now = p.open_at.max(self.t_max).max(self.t_now);
         let mut open: Vec<&OpenRow> = p
@@ -255,14 +298,21 @@ impl Store {
             .collect();
         open.sort_by_key(|o| (o.start, o.seq));
         // Medians once per function: a deep queue lists hundreds of ops of one function.
-        let mut medians: HashMap<u16, (Option<u64>, Option<u64>)> = HashMap::new();
+        // One shared name per function: a deep queue lists hundreds of ops of one.
+        let mut names: HashMap<u16, std::sync::Arc<str>> = HashMap::new();
         open.into_iter()
             .enumerate()
             .map(|(i, o)| {
-                let func = p.string(o.func).to_string();
-                let (med_run, med_total) = *medians
+                let func = names
                     .entry(o.func)
-                    .or_insert_with(|| self.peer_medians(comm, &func));
+                    .or_insert_with(|| p.string(o.func).into())
+                    .clone();
+                let (med_run, med_total) = match medians.get(&*func) {
+                    Some(m) => *m,
+                    None => *medians
+                        .entry(func.to_string())
+                        .or_insert_with(|| self.peer_medians(comm, &func)),
+                };
                 let age = now.saturating_sub(o.start);
                 let running = (o.exec_start > 0).then(|| now.saturating_sub(o.exec_start));
                 let (hung, med) = match running {
@@ -279,6 +329,85 @@ impl Store {
                 }
             })
             .collect()
+    }
+
+    /// The hung ops of a communicator over all its ranks (not only those on screen), and for
+    /// the oldest one's collective the ranks that have not started it ([`HangSummary`]).
+    pub fn hang_summary(&self, comm: usize, rows: &[LaneRow]) -> Option<HangSummary> {
+        self.hang_summary_of(rows, &self.open_ops_of_rows(comm, rows))
+    }
+
+    /// [`Store::hang_summary`] from the rows' open ops ([`Store::open_ops_of_rows`]).
+    pub fn hang_summary_of(&self, rows: &[LaneRow], open: &[Vec<OpenView>]) -> Option<HangSummary> {
+        let mut hung: Vec<(i32, &OpenView)> = Vec::new();
+        let mut in_flight: Vec<(i32, u8, &str, u64)> = Vec::new();
+        for (r, ops) in rows.iter().zip(open) {
+            for o in ops {
+                in_flight.push((r.rank, o.row.kind, &*o.func, o.row.seq));
+                if o.hung {
+                    hung.push((r.rank, o));
+                }
+            }
+        }
+        let &(rank, op) = hung.iter().min_by_key(|(_, o)| (o.row.start, o.row.seq))?;
+        let more = hung.len() - 1;
+        let op = op.clone();
+        let mut summary = HangSummary {
+            rank,
+            more,
+            ranks_in: 0,
+            ranks: rows.len(),
+            not_started: Vec::new(),
+            op,
+        };
+        // Only a collective involves every rank of the communicator.
+        if summary.op.row.kind != EventKind::Coll as u8 {
+            summary.ranks_in = 1;
+            return Some(summary);
+        }
+        let func = summary.op.func.clone();
+        let (func, seq) = (&*func, summary.op.row.seq);
+        let coll = EventKind::Coll as u8;
+        let entered: std::collections::HashSet<i32> = in_flight
+            .iter()
+            .filter(|(_, k, f, q)| *k == coll && *f == func && *q == seq)
+            .map(|x| x.0)
+            .collect();
+        summary.ranks_in = entered.len();
+        // A rank that ran it ended it after every rank had started it, so its op overlaps
+        // the time from this one's start on. Bounded per rank: a rank whose search runs out
+        // is not named (better silent than wrong).
+        let start = summary.op.row.start;
+        let is_func =
+            |l: usize, o: &Op| o.kind == EventKind::Coll as u8 && self.func_of(l, o) == func;
+        for r in rows.iter().filter(|r| !entered.contains(&r.rank)) {
+            let Some(l) = r.lane else {
+                summary.not_started.push((r.rank, None));
+                continue;
+            };
+            let ops = &self.lanes[l].ops;
+            let mut looked = 0;
+            let mut done = false;
+            for (_, o) in ops.window(start, u64::MAX) {
+                looked += 1;
+                if looked > HANG_SEARCH_OPS || (is_func(l, o) && o.seq >= seq) {
+                    done = true; // ran it (or a later one), or not known
+                    break;
+                }
+            }
+            if done {
+                continue;
+            }
+            // The last one of the same function it ran, for the banner.
+            let last = ops
+                .window(start.saturating_sub(HANG_LAST_LOOKBACK_NS), start)
+                .take(HANG_SEARCH_OPS)
+                .filter(|(_, o)| is_func(l, o) && o.seq < seq)
+                .map(|(_, o)| (o.seq, o.end.max(o.start)))
+                .max();
+            summary.not_started.push((r.rank, last));
+        }
+        Some(summary)
     }
 
     /// Median recent run time ([`analysis::run_time`]) and time from start to end of `func`

@@ -219,26 +219,32 @@ pub fn frames(f: &Fixture, r: i32) -> Vec<Frame> {
         ..Default::default()
     }));
     if f.hung == Some(r) {
-        let start = op_start(f, r, f.seqs);
-        out.push(Frame::InFlight(InFlight {
-            at_ns: start + 5_000 * MS,
-            ops: vec![OpenOp {
-                comm: 0,
-                rank: r,
-                kind: EventKind::Coll as u8,
-                id: 9999,
-                seq: f.seqs,
-                func: ALLREDUCE,
-                start_ns: start,
-                exec_start_ns: start + 50 * US,
-                steps_done: vec![1, 0, 0, 0],
-                channels_done: 1,
-                n_channels: 4,
-            }],
-            total: 1,
-        }));
+        out.push(hung_frame(f, r));
     }
     out
+}
+
+/// Rank `r`'s process reporting its AllReduce `f.seqs` (the one after the last the fixture
+/// ran) in flight, running for 5 s.
+pub fn hung_frame(f: &Fixture, r: i32) -> Frame {
+    let start = op_start(f, r, f.seqs);
+    Frame::InFlight(InFlight {
+        at_ns: start + 5_000 * MS,
+        ops: vec![OpenOp {
+            comm: 0,
+            rank: r,
+            kind: EventKind::Coll as u8,
+            id: 9999,
+            seq: f.seqs,
+            func: ALLREDUCE,
+            start_ns: start,
+            exec_start_ns: start + 50 * US,
+            steps_done: vec![1, 0, 0, 0],
+            channels_done: 1,
+            n_channels: 4,
+        }],
+        total: 1,
+    })
 }
 
 /// A store filled through the real ingest (frames are encoded and decoded on the way).

@@ -65,7 +65,6 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         );
     }
     // Hung banner line.
-    let mut hung_msgs = Vec::new();
     let rows_area_top = area.y + 2;
     let rows_h = area.height - 2 - detail_h;
     let first = app
@@ -80,6 +79,8 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         0
     };
     // Of the functions the filter shows: the banner counts the collectives on screen.
+    // In-flight ops with their hang verdicts, of every row: the banner judges them all.
+    let open_all = s.open_ops_of_rows(app.comm, &rows);
     let strag = s.stragglers_sampled(&rows, from, to, cell, |f| app.passes(f));
     let mut prev_host: Option<&str> = if first > 0 {
         rows.get(first - 1).map(|r| r.host.as_str())
@@ -112,9 +113,8 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         }
         // In-flight ops first, so completed ops draw over them (`open_ops` leaves out those
         // completed since the summary), then the hung ones over the rest, with their tags.
-        let open: Vec<_> = s
-            .open_ops(app.comm, r)
-            .into_iter()
+        let open: Vec<_> = open_all[i]
+            .iter()
             .filter(|o| app.passes(&o.func))
             .map(|o| {
                 let a = col(o.row.start, from, span, tw);
@@ -143,7 +143,7 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 lo = lo.min(*a);
             }
         }
-        for (a, b, o) in open.iter().filter(|(.., o)| o.hung) {
+        for (a, b, _) in open.iter().filter(|(.., o)| o.hung) {
             let tag = " HUNG ";
             let tx = (x0 + b).saturating_sub(tag.len() as u16).max(x0 + a);
             put(
@@ -154,38 +154,16 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 th.bad().patch(th.selected()),
                 area.right() - tx,
             );
-            let median = o.peer_median.map_or("n/a".into(), units::dur);
-            hung_msgs.push(match o.running_ns {
-                Some(run) => format!(
-                    "HUNG: rank {} {} seq {} running {} (peers' median run {median}; enqueued {} ago)",
-                    r.rank,
-                    o.func,
-                    o.row.seq,
-                    units::dur(run),
-                    units::dur(o.age_ns),
-                ),
-                None => format!(
-                    "HUNG: rank {} {} seq {} in flight {}, not started (peers' median {median})",
-                    r.rank,
-                    o.func,
-                    o.row.seq,
-                    units::dur(o.age_ns),
-                ),
-            });
         }
         row(app, th, r, &strag, (from, span, cell), (x0, y, tw), buf);
     }
-    if let Some(m) = hung_msgs.first() {
-        let more = if hung_msgs.len() > 1 {
-            format!(" (+{} more)", hung_msgs.len() - 1)
-        } else {
-            String::new()
-        };
+    // Over every rank, not only the rows on screen.
+    if let Some(h) = s.hang_summary_of(&rows, &open_all) {
         put(
             buf,
             area.x,
             area.y + 1,
-            &format!("⚠ {m}{more}"),
+            &format!("⚠ {}", hang_banner(&h)),
             th.bad(),
             area.width,
         );
@@ -397,5 +375,66 @@ fn details(
             units::dur(st.lag_ns)
         );
         put(buf, area.x, area.y + 3, &t, th.warn(), area.width);
+    }
+}
+
+/// The hang banner's text. Where the hung op's collective is in flight on some ranks and not
+/// started on others, it names those: the collective waits for them.
+pub fn hang_banner(h: &crate::model::query::HangSummary) -> String {
+    let o = &h.op;
+    let median = o.peer_median.map_or("n/a".into(), units::dur);
+    let more = if h.more > 0 {
+        format!(" (+{} more)", h.more)
+    } else {
+        String::new()
+    };
+    let time = match o.running_ns {
+        Some(run) => format!("running {}", units::dur(run)),
+        None => format!("in flight {}, not started", units::dur(o.age_ns)),
+    };
+    if let [(rank, last)] = h.not_started.as_slice() {
+        let last = last.map_or(String::new(), |(seq, end)| {
+            let now = o.row.start + o.age_ns;
+            format!(
+                " (its last seq {seq} ended {} ago)",
+                units::dur(now.saturating_sub(end))
+            )
+        });
+        return format!(
+            "HUNG: {} seq {} waits for rank {rank}: not started there{last}; in flight on {} of {} ranks, {time}",
+            o.func, o.row.seq, h.ranks_in, h.ranks,
+        );
+    }
+    if !h.not_started.is_empty() {
+        let mut ranks: Vec<String> = h
+            .not_started
+            .iter()
+            .take(8)
+            .map(|(r, _)| r.to_string())
+            .collect();
+        if h.not_started.len() > 8 {
+            ranks.push(format!("+{} more", h.not_started.len() - 8));
+        }
+        return format!(
+            "HUNG: {} seq {} waits for ranks {}: not started there; in flight on {} of {} ranks, {time}",
+            o.func,
+            o.row.seq,
+            ranks.join(", "),
+            h.ranks_in,
+            h.ranks,
+        );
+    }
+    match o.running_ns {
+        Some(_) => format!(
+            "HUNG: rank {} {} seq {} {time} (peers' median run {median}; enqueued {} ago){more}",
+            h.rank,
+            o.func,
+            o.row.seq,
+            units::dur(o.age_ns),
+        ),
+        None => format!(
+            "HUNG: rank {} {} seq {} {time} (peers' median {median}){more}",
+            h.rank, o.func, o.row.seq,
+        ),
     }
 }
