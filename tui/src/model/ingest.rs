@@ -336,6 +336,12 @@ fn push_record(lane: &mut Lane, r: &EventRecord) -> isize {
                 kind: r.kind,
                 flags: r.flags,
             };
+            if r.kind() == Some(EventKind::Coll) {
+                let last = lane.last_seq.entry(strings[0]).or_insert((op.seq, end));
+                if op.seq >= last.0 {
+                    *last = (op.seq, end);
+                }
+            }
             if end > start && !r.has(ncclprof_shared::record::F_END_UNKNOWN) {
                 let q = lane.recent.entry(strings[0]).or_default();
                 q.push_back(Recent {

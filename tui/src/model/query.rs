@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use ncclprof_shared::kind::{EventKind, StepPhase};
 
 use super::analysis;
-use super::store::{CommGroup, Kernel, LaneKey, Op, OpenRow, Proc, ProxyOp, Step, Store};
+use super::store::{
+    CommGroup, Kernel, LaneKey, Op, OpenRow, Proc, ProcState, ProxyOp, Step, Store,
+};
 
 /// Most steps per lane the proxy breakdown reads per frame before sampling.
 pub const MAX_STEPS_PER_LANE: usize = 2048;
@@ -69,15 +71,16 @@ pub struct OpenView {
     pub peer_median: Option<u64>,
 }
 
-/// Most ops a hang summary looks through per rank and search.
-const HANG_SEARCH_OPS: usize = 20_000;
-/// How far before the hung op's start the summary looks for a rank's last op.
-const HANG_LAST_LOOKBACK_NS: u64 = 10_000_000_000;
-
 /// What the hung ops of a communicator say together: which op to name, and, for its
 /// collective, which ranks are in it and which have not started it. A collective waits for
-/// every rank, so when most ranks hang in one, the rank that never entered it is the one to
-/// look at, not the lowest rank that waits.
+/// every rank, so when most ranks hang in one, the ranks not in it are where to look.
+///
+/// A rank is said not to have started it only on evidence: its process is streaming (or was,
+/// in a file), its latest in-flight summary came after the hung op's start and was complete
+/// (not cut at the plugin's limit), every op it lists has a known function name, it has no
+/// op of that function with that seq or a later one (`Lane::last_seq`, by seq, not by time,
+/// so clock skew or ops with unknown ends do not matter), and its lane exists. Any rank that
+/// cannot be judged so is counted in `unknown`, never named.
 #[derive(Debug, Clone)]
 pub struct HangSummary {
     /// Rank of the oldest hung op, and the op.
@@ -85,12 +88,28 @@ pub struct HangSummary {
     pub op: OpenView,
     /// Hung ops besides it, over every rank of the communicator.
     pub more: usize,
-    /// Ranks with the oldest hung op's collective in flight (hung or not), of `ranks`.
+    /// Ranks with the oldest hung op's collective in flight (hung or not), of `ranks` seen;
+    /// `declared` is the communicator's size as its processes report it (≥ `ranks` when this
+    /// viewer sees only some of its ranks, those of one host).
     pub ranks_in: usize,
     pub ranks: usize,
-    /// Ranks that have it neither in flight nor done, each with the last op of the same
-    /// function it ended (seq, end) if any.
-    pub not_started: Vec<(i32, Option<(u64, u64)>)>,
+    pub declared: usize,
+    /// Ranks that have not started it: each with the last collective of the same function it
+    /// ran (seq, end; end 0 if not known) and its own oldest op in flight in this
+    /// communicator (function, seq), if any.
+    pub not_started: Vec<NotStarted>,
+    /// Ranks whose process has ended or crashed (not judged), with the state.
+    pub gone: Vec<(i32, String)>,
+    /// Ranks that could not be judged for want of data.
+    pub unknown: usize,
+}
+
+/// A rank that has not started the hung collective ([`HangSummary`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotStarted {
+    pub rank: i32,
+    pub last: Option<(u64, u64)>,
+    pub busy_in: Option<(std::sync::Arc<str>, u64)>,
 }
 
 impl Store {
@@ -339,73 +358,83 @@ impl Store {
 
     /// [`Store::hang_summary`] from the rows' open ops ([`Store::open_ops_of_rows`]).
     pub fn hang_summary_of(&self, rows: &[LaneRow], open: &[Vec<OpenView>]) -> Option<HangSummary> {
-        let mut hung: Vec<(i32, &OpenView)> = Vec::new();
-        let mut in_flight: Vec<(i32, u8, &str, u64)> = Vec::new();
-        for (r, ops) in rows.iter().zip(open) {
-            for o in ops {
-                in_flight.push((r.rank, o.row.kind, &*o.func, o.row.seq));
-                if o.hung {
-                    hung.push((r.rank, o));
-                }
-            }
-        }
-        let &(rank, op) = hung.iter().min_by_key(|(_, o)| (o.row.start, o.row.seq))?;
-        let more = hung.len() - 1;
-        let op = op.clone();
+        let (rank, op) = rows
+            .iter()
+            .zip(open)
+            .flat_map(|(r, ops)| ops.iter().filter(|o| o.hung).map(move |o| (r.rank, o)))
+            .min_by_key(|(_, o)| (o.row.start, o.row.seq))?;
+        let more = open.iter().flatten().filter(|o| o.hung).count() - 1;
+        let declared = rows
+            .iter()
+            .map(|r| self.nranks_of(r.key) as usize)
+            .max()
+            .unwrap_or(0)
+            .max(rows.len());
         let mut summary = HangSummary {
             rank,
+            op: op.clone(),
             more,
-            ranks_in: 0,
+            ranks_in: 1,
             ranks: rows.len(),
+            declared,
             not_started: Vec::new(),
-            op,
+            gone: Vec::new(),
+            unknown: 0,
         };
-        // Only a collective involves every rank of the communicator.
-        if summary.op.row.kind != EventKind::Coll as u8 {
-            summary.ranks_in = 1;
+        let func: &str = &op.func;
+        let (seq, start) = (op.row.seq, op.row.start);
+        let coll = EventKind::Coll as u8;
+        // Only a collective involves every rank; a name not known cannot be matched.
+        if op.row.kind != coll || func.is_empty() || func == "?" {
             return Some(summary);
         }
-        let func = summary.op.func.clone();
-        let (func, seq) = (&*func, summary.op.row.seq);
-        let coll = EventKind::Coll as u8;
-        let entered: std::collections::HashSet<i32> = in_flight
-            .iter()
-            .filter(|(_, k, f, q)| *k == coll && *f == func && *q == seq)
-            .map(|x| x.0)
-            .collect();
-        summary.ranks_in = entered.len();
-        // A rank that ran it ended it after every rank had started it, so its op overlaps
-        // the time from this one's start on. Bounded per rank: a rank whose search runs out
-        // is not named (better silent than wrong).
-        let start = summary.op.row.start;
-        let is_func =
-            |l: usize, o: &Op| o.kind == EventKind::Coll as u8 && self.func_of(l, o) == func;
-        for r in rows.iter().filter(|r| !entered.contains(&r.rank)) {
-            let Some(l) = r.lane else {
-                summary.not_started.push((r.rank, None));
-                continue;
+        summary.ranks_in = 0;
+        for (r, ops) in rows.iter().zip(open) {
+            let mine = || {
+                ops.iter()
+                    .filter(|o| o.row.kind == coll && &*o.func == func)
             };
-            let ops = &self.lanes[l].ops;
-            let mut looked = 0;
-            let mut done = false;
-            for (_, o) in ops.window(start, u64::MAX) {
-                looked += 1;
-                if looked > HANG_SEARCH_OPS || (is_func(l, o) && o.seq >= seq) {
-                    done = true; // ran it (or a later one), or not known
-                    break;
+            if mine().any(|o| o.row.seq == seq) {
+                summary.ranks_in += 1;
+                continue;
+            }
+            // In a later one of the same function: it has passed this one.
+            if mine().any(|o| o.row.seq > seq) {
+                continue;
+            }
+            let p = &self.procs[r.key.proc];
+            match &p.state {
+                ProcState::Live | ProcState::Offline => {}
+                ProcState::Ended(why) => {
+                    summary.gone.push((r.rank, format!("ended ({why})")));
+                    continue;
+                }
+                ProcState::Crashed => {
+                    summary.gone.push((r.rank, "crashed".into()));
+                    continue;
                 }
             }
-            if done {
+            let judged = p.open_at >= start
+                && p.open_ops.len() >= p.open_total as usize
+                && ops.iter().all(|o| !o.func.is_empty() && &*o.func != "?");
+            let Some(l) = r.lane.filter(|_| judged) else {
+                summary.unknown += 1;
                 continue;
+            };
+            let last = self.lanes[l]
+                .last_seq
+                .iter()
+                .find(|(id, _)| p.string(**id) == func)
+                .map(|(_, &x)| x);
+            if last.is_some_and(|(q, _)| q >= seq) {
+                continue; // ran it (or a later one)
             }
-            // The last one of the same function it ran, for the banner.
-            let last = ops
-                .window(start.saturating_sub(HANG_LAST_LOOKBACK_NS), start)
-                .take(HANG_SEARCH_OPS)
-                .filter(|(_, o)| is_func(l, o) && o.seq < seq)
-                .map(|(_, o)| (o.seq, o.end.max(o.start)))
-                .max();
-            summary.not_started.push((r.rank, last));
+            let busy_in = ops.first().map(|o| (o.func.clone(), o.row.seq));
+            summary.not_started.push(NotStarted {
+                rank: r.rank,
+                last,
+                busy_in,
+            });
         }
         Some(summary)
     }

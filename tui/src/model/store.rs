@@ -707,6 +707,10 @@ pub struct Lane {
     pub other: Series<EventRecord>,
     /// Recent completed ops' times by func string id (for hang verdicts), newest last.
     pub recent: HashMap<u16, VecDeque<Recent>>,
+    /// The highest seq of each function's collectives received (func string id → (seq,
+    /// end)), kept through eviction: tells by seq, not by time, whether a rank has passed a
+    /// hung collective ([`crate::model::query::HangSummary`]).
+    pub last_seq: HashMap<u16, (u64, u64)>,
 }
 
 /// A completed op's times, for hang verdicts.
@@ -741,6 +745,7 @@ impl Lane {
             steps: Series::new(8192, 1 << 29),
             other: Series::new(1024, u64::MAX),
             recent: HashMap::new(),
+            last_seq: HashMap::new(),
         }
     }
 

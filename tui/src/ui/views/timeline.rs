@@ -378,63 +378,103 @@ fn details(
     }
 }
 
-/// The hang banner's text. Where the hung op's collective is in flight on some ranks and not
-/// started on others, it names those: the collective waits for them.
+/// The hang banner's text. Where the hung op's collective is in flight on some ranks and has
+/// not been started on others, it says so, rank by rank, with what evidence it has; it does
+/// not accuse (a rank may lag for reasons of its own, or run an extra call).
 pub fn hang_banner(h: &crate::model::query::HangSummary) -> String {
     let o = &h.op;
     let median = o.peer_median.map_or("n/a".into(), units::dur);
     let more = if h.more > 0 {
-        format!(" (+{} more)", h.more)
+        format!(" (+{} more hung)", h.more)
     } else {
         String::new()
     };
     let time = match o.running_ns {
         Some(run) => format!("running {}", units::dur(run)),
-        None => format!("in flight {}, not started", units::dur(o.age_ns)),
+        None => format!("queued {}", units::dur(o.age_ns)),
     };
-    if let [(rank, last)] = h.not_started.as_slice() {
-        let last = last.map_or(String::new(), |(seq, end)| {
-            let now = o.row.start + o.age_ns;
-            format!(
-                " (its last seq {seq} ended {} ago)",
-                units::dur(now.saturating_sub(end))
-            )
-        });
-        return format!(
-            "HUNG: {} seq {} waits for rank {rank}: not started there{last}; in flight on {} of {} ranks, {time}",
-            o.func, o.row.seq, h.ranks_in, h.ranks,
-        );
-    }
+    let mut notes = Vec::new();
     if !h.not_started.is_empty() {
-        let mut ranks: Vec<String> = h
+        let now = o.row.start + o.age_ns;
+        let mut named: Vec<String> = h
             .not_started
             .iter()
-            .take(8)
-            .map(|(r, _)| r.to_string())
+            .take(6)
+            .map(|n| {
+                let mut s = n.rank.to_string();
+                if let Some((f, q)) = &n.busy_in {
+                    s.push_str(&format!(" (in {f} seq {q})"));
+                } else if let (Some((q, end)), 1) = (n.last, h.not_started.len()) {
+                    s.push_str(&format!(" (its last seq {q}"));
+                    if end > 0 {
+                        s.push_str(&format!(
+                            " ended {} ago",
+                            units::dur(now.saturating_sub(end))
+                        ));
+                    }
+                    s.push(')');
+                }
+                s
+            })
             .collect();
-        if h.not_started.len() > 8 {
-            ranks.push(format!("+{} more", h.not_started.len() - 8));
+        if h.not_started.len() > 6 {
+            named.push(format!("+{} more", h.not_started.len() - 6));
         }
+        let which = if h.not_started.len() == 1 {
+            "rank"
+        } else {
+            "ranks"
+        };
+        notes.push(format!("not started on {which} {}", named.join(", ")));
+    }
+    for (rank, state) in h.gone.iter().take(3) {
+        notes.push(format!("rank {rank}'s process {state}"));
+    }
+    if h.gone.len() > 3 {
+        notes.push(format!("{} more ranks' processes gone", h.gone.len() - 3));
+    }
+    if !h.not_started.is_empty() {
+        if h.unknown > 0 {
+            notes.push(format!("{} not known", h.unknown));
+        }
+        let seen = if h.declared > h.ranks {
+            format!(" seen ({} in the communicator)", h.declared)
+        } else {
+            String::new()
+        };
         return format!(
-            "HUNG: {} seq {} waits for ranks {}: not started there; in flight on {} of {} ranks, {time}",
+            "HUNG: {} seq {} {time} on {} of {} ranks{seen}; {}{more}",
             o.func,
             o.row.seq,
-            ranks.join(", "),
             h.ranks_in,
             h.ranks,
+            notes.join("; "),
         );
     }
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", notes.join("; "))
+    };
+    let more = if h.more > 0 {
+        format!(" (+{} more)", h.more)
+    } else {
+        String::new()
+    };
     match o.running_ns {
         Some(_) => format!(
-            "HUNG: rank {} {} seq {} {time} (peers' median run {median}; enqueued {} ago){more}",
+            "HUNG: rank {} {} seq {} {time} (peers' median run {median}; enqueued {} ago){more}{notes}",
             h.rank,
             o.func,
             o.row.seq,
             units::dur(o.age_ns),
         ),
         None => format!(
-            "HUNG: rank {} {} seq {} {time} (peers' median {median}){more}",
-            h.rank, o.func, o.row.seq,
+            "HUNG: rank {} {} seq {} in flight {}, not started (peers' median {median}){more}{notes}",
+            h.rank,
+            o.func,
+            o.row.seq,
+            units::dur(o.age_ns),
         ),
     }
 }
