@@ -183,3 +183,55 @@ fn a_rank_that_ran_it_is_not_named_whatever_its_times() {
     let h = summary(&st);
     assert!(h.not_started.is_empty() && h.unknown == 0, "{h:?}");
 }
+
+/// A rank whose process captures no collectives (profiling stopped, Coll masked off) or has
+/// lost records has no evidence to give: not named.
+#[test]
+fn a_rank_not_capturing_collectives_or_losing_records_is_not_named() {
+    let mut st = store_with(&[0, 2, 3], &[1]);
+    let ack = Frame::MaskAck(ncclprof_shared::wire::MaskAck {
+        mask: 0,
+        active: false,
+        requested: 0,
+    });
+    apply(&mut st, 1, &ack);
+    let h = summary(&st);
+    assert!(h.not_started.is_empty(), "{h:?}");
+    assert_eq!(h.unknown, 1);
+
+    let f = Fixture {
+        drops: 10,
+        ..Fixture::default()
+    };
+    let mut st = store(&f);
+    for r in [0, 2, 3] {
+        apply(&mut st, r, &hung_frame(&f, r));
+    }
+    apply(&mut st, 1, &idle(&f, 1)); // the fixture's drops are rank 1's
+    let h = summary(&st);
+    assert!(h.not_started.is_empty(), "{h:?}");
+    assert_eq!(h.unknown, 1);
+}
+
+/// A named rank busy in a Send says its peer, not the peer packed in the op's seq field.
+#[test]
+fn a_named_rank_busy_in_a_send_shows_its_peer() {
+    let f = Fixture::default();
+    let mut st = store_with(&[0, 2, 3], &[]);
+    let mut send = hung_frame(&f, 1);
+    if let Frame::InFlight(i) = &mut send {
+        let o = &mut i.ops[0];
+        o.kind = ncclprof_shared::kind::EventKind::P2p as u8;
+        o.seq = 2 | (4 << 32); // peer 2, 4 channels
+        o.exec_start_ns = 0;
+        o.start_ns += 10 * MS; // newer than the hung AllReduce
+    }
+    apply(&mut st, 1, &send);
+    let h = summary(&st);
+    assert_eq!(h.not_started.len(), 1, "{h:?}");
+    let b = banner(st, 14);
+    assert!(
+        b.contains("not started on rank 1 (in AllReduce peer 2)"),
+        "{b}"
+    );
+}

@@ -96,7 +96,7 @@ pub struct HangSummary {
     pub declared: usize,
     /// Ranks that have not started it: each with the last collective of the same function it
     /// ran (seq, end; end 0 if not known) and its own oldest op in flight in this
-    /// communicator (function, seq), if any.
+    /// communicator, if any.
     pub not_started: Vec<NotStarted>,
     /// Ranks whose process has ended or crashed (not judged), with the state.
     pub gone: Vec<(i32, String)>,
@@ -109,7 +109,8 @@ pub struct HangSummary {
 pub struct NotStarted {
     pub rank: i32,
     pub last: Option<(u64, u64)>,
-    pub busy_in: Option<(std::sync::Arc<str>, u64)>,
+    /// (function, kind, seq field) of its oldest op in flight here.
+    pub busy_in: Option<(std::sync::Arc<str>, u8, u64)>,
 }
 
 impl Store {
@@ -404,7 +405,13 @@ impl Store {
             }
             let p = &self.procs[r.key.proc];
             match &p.state {
-                ProcState::Live | ProcState::Offline => {}
+                ProcState::Live => {}
+                // A file keeps no summary for a rank with nothing in flight, nor the state
+                // of its process, and hosts' clocks differ: not judged.
+                ProcState::Offline => {
+                    summary.unknown += 1;
+                    continue;
+                }
                 ProcState::Ended(why) => {
                     summary.gone.push((r.rank, format!("ended ({why})")));
                     continue;
@@ -414,9 +421,20 @@ impl Store {
                     continue;
                 }
             }
+            // Evidence that it is not in the collective: a summary from the last second, after
+            // the hung op's start, listing everything in flight with known names; Coll events
+            // captured (mask on, profiling active) and none of its records lost (a lost
+            // start or end looks like absence); a NCCL that numbers every collective whether
+            // profiled or not (API v3 on; before, seq only counted profiled ones).
+            let now = op.row.start + op.age_ns;
             let judged = p.open_at >= start
+                && p.open_at.saturating_add(1_000_000_000) >= now
                 && p.open_ops.len() >= p.open_total as usize
-                && ops.iter().all(|o| !o.func.is_empty() && &*o.func != "?");
+                && ops.iter().all(|o| !o.func.is_empty() && &*o.func != "?")
+                && p.active
+                && p.mask & EventKind::Coll.bit() != 0
+                && p.dropped() == 0
+                && p.api_version >= 3;
             let Some(l) = r.lane.filter(|_| judged) else {
                 summary.unknown += 1;
                 continue;
@@ -429,7 +447,7 @@ impl Store {
             if last.is_some_and(|(q, _)| q >= seq) {
                 continue; // ran it (or a later one)
             }
-            let busy_in = ops.first().map(|o| (o.func.clone(), o.row.seq));
+            let busy_in = ops.first().map(|o| (o.func.clone(), o.row.kind, o.row.seq));
             summary.not_started.push(NotStarted {
                 rank: r.rank,
                 last,

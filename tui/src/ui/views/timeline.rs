@@ -383,9 +383,17 @@ fn details(
 /// not accuse (a rank may lag for reasons of its own, or run an extra call).
 pub fn hang_banner(h: &crate::model::query::HangSummary) -> String {
     let o = &h.op;
+    // A P2p op's seq field holds its peer (and channels), not a sequence number.
+    let seq = |kind: u8, seq: u64| {
+        if kind == ncclprof_shared::kind::EventKind::P2p as u8 {
+            format!("peer {}", seq as u32)
+        } else {
+            format!("seq {seq}")
+        }
+    };
     let median = o.peer_median.map_or("n/a".into(), units::dur);
     let more = if h.more > 0 {
-        format!(" (+{} more hung)", h.more)
+        format!(" (+{} more hung ops)", h.more)
     } else {
         String::new()
     };
@@ -402,8 +410,8 @@ pub fn hang_banner(h: &crate::model::query::HangSummary) -> String {
             .take(6)
             .map(|n| {
                 let mut s = n.rank.to_string();
-                if let Some((f, q)) = &n.busy_in {
-                    s.push_str(&format!(" (in {f} seq {q})"));
+                if let Some((f, kind, q)) = &n.busy_in {
+                    s.push_str(&format!(" (in {f} {})", seq(*kind, *q)));
                 } else if let (Some((q, end)), 1) = (n.last, h.not_started.len()) {
                     s.push_str(&format!(" (its last seq {q}"));
                     if end > 0 {
@@ -463,17 +471,17 @@ pub fn hang_banner(h: &crate::model::query::HangSummary) -> String {
     };
     match o.running_ns {
         Some(_) => format!(
-            "HUNG: rank {} {} seq {} {time} (peers' median run {median}; enqueued {} ago){more}{notes}",
+            "HUNG: rank {} {} {} {time} (peers' median run {median}; enqueued {} ago){more}{notes}",
             h.rank,
             o.func,
-            o.row.seq,
+            seq(o.row.kind, o.row.seq),
             units::dur(o.age_ns),
         ),
         None => format!(
-            "HUNG: rank {} {} seq {} in flight {}, not started (peers' median {median}){more}{notes}",
+            "HUNG: rank {} {} {} in flight {}, not started (peers' median {median}){more}{notes}",
             h.rank,
             o.func,
-            o.row.seq,
+            seq(o.row.kind, o.row.seq),
             units::dur(o.age_ns),
         ),
     }
