@@ -337,9 +337,16 @@ fn push_record(lane: &mut Lane, r: &EventRecord) -> isize {
                 flags: r.flags,
             };
             if r.kind() == Some(EventKind::Coll) {
-                let last = lane.last_seq.entry(strings[0]).or_insert((op.seq, end));
+                // End 0 where it is not known (flushed in flight at finalize, say): the banner
+                // then gives no "ended … ago".
+                let known = if r.has(ncclprof_shared::record::F_END_UNKNOWN) {
+                    0
+                } else {
+                    end
+                };
+                let last = lane.last_seq.entry(strings[0]).or_insert((op.seq, known));
                 if op.seq >= last.0 {
-                    *last = (op.seq, end);
+                    *last = (op.seq, known);
                 }
             }
             if end > start && !r.has(ncclprof_shared::record::F_END_UNKNOWN) {
