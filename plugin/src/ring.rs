@@ -697,10 +697,11 @@ fn prefetch_for_write(p: *const Raw) {
     let _ = p;
 }
 
-/// This thread's thread pointer: an address unique among live threads, read with no call
-/// (a register on aarch64, one load from the thread's own control block on x86_64). On x86_64 `%fs:0` holds it and on aarch64 `TPIDR_EL0` is it,
-/// by the ELF TLS ABI that glibc and musl follow. 0 where not known (other architectures):
-/// then [`RingPool::mine_for`] always takes `MY_RING`.
+/// This thread's thread pointer: an address unique among live threads, read with no call (a
+/// register on aarch64, one load from the thread's own control block on x86_64). On x86_64
+/// `%fs:0` holds it and on aarch64 `TPIDR_EL0` is it, by the ELF TLS ABI that glibc and musl
+/// follow. 0 where not known (other architectures): then [`RingPool::mine_for`] always takes
+/// `MY_RING`.
 #[inline(always)]
 fn thread_pointer() -> usize {
     #[cfg(target_arch = "x86_64")]

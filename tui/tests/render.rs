@@ -13,25 +13,26 @@ fn snap(name: &str, app: &App, w: u16, h: u16) {
     insta::assert_snapshot!(name, t.backend());
 }
 
+/// A viewer with nothing yet, watching what `watched` says.
+fn waiting(watched: &str) -> App {
+    App::new(Store::new(1 << 30), true, watched.into())
+}
+
 #[test]
 fn empty_waiting_for_processes() {
-    let app = App::new(
-        Store::new(1 << 30),
-        true,
-        "directory /tmp/ncclprof-test".into(),
+    snap(
+        "empty_80x24",
+        &waiting("directory /tmp/ncclprof-test"),
+        80,
+        24,
     );
-    snap("empty_80x24", &app, 80, 24);
 }
 
 /// Without --dir: the viewer's own default and the others, one per line, within 80 columns
 /// for a 6-digit uid.
 #[test]
 fn empty_waiting_names_every_watched_directory() {
-    let app = App::new(
-        Store::new(1 << 30),
-        true,
-        "directory /run/user/123456/ncclprof\nand /tmp/ncclprof-123456 if present".into(),
-    );
+    let app = waiting("directory /run/user/123456/ncclprof\nand /tmp/ncclprof-123456 if present");
     snap("empty_defaults_80x24", &app, 80, 24);
 }
 

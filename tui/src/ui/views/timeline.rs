@@ -383,106 +383,112 @@ fn details(
 /// not accuse (a rank may lag for reasons of its own, or run an extra call).
 pub fn hang_banner(h: &crate::model::query::HangSummary) -> String {
     let o = &h.op;
-    // A P2p op's seq field holds its peer (and channels), not a sequence number.
-    let seq = |kind: u8, seq: u64| {
-        if kind == ncclprof_shared::kind::EventKind::P2p as u8 {
-            format!("peer {}", seq as u32)
-        } else {
-            format!("seq {seq}")
-        }
+    let mut gone: Vec<String> = h
+        .gone
+        .iter()
+        .take(3)
+        .map(|(rank, state)| format!("rank {rank}'s process {state}"))
+        .collect();
+    if h.gone.len() > 3 {
+        gone.push(format!("{} more ranks' processes gone", h.gone.len() - 3));
+    }
+    if h.not_started.is_empty() {
+        return one_op_banner(h, &gone);
+    }
+    let time = match o.running_ns {
+        Some(run) => format!("running {}", units::dur(run)),
+        None => format!("queued {}", units::dur(o.age_ns)),
     };
-    let median = o.peer_median.map_or("n/a".into(), units::dur);
+    let now = o.row.start + o.age_ns;
+    let mut named: Vec<String> = h
+        .not_started
+        .iter()
+        .take(6)
+        .map(|n| {
+            let mut s = n.rank.to_string();
+            if let Some((f, kind, q)) = &n.busy_in {
+                s.push_str(&format!(" (in {f} {})", seq_or_peer(*kind, *q)));
+            } else if let (Some((q, end)), 1) = (n.last, h.not_started.len()) {
+                s.push_str(&format!(" (its last seq {q}"));
+                if end > 0 {
+                    s.push_str(&format!(
+                        " ended {} ago",
+                        units::dur(now.saturating_sub(end))
+                    ));
+                }
+                s.push(')');
+            }
+            s
+        })
+        .collect();
+    if h.not_started.len() > 6 {
+        named.push(format!("+{} more", h.not_started.len() - 6));
+    }
+    let which = if h.not_started.len() == 1 {
+        "rank"
+    } else {
+        "ranks"
+    };
+    let mut notes = vec![format!("not started on {which} {}", named.join(", "))];
+    notes.extend(gone);
+    if h.unknown > 0 {
+        notes.push(format!("{} not known", h.unknown));
+    }
+    let seen = if h.declared > h.ranks {
+        format!(" seen ({} in the communicator)", h.declared)
+    } else {
+        String::new()
+    };
     let more = if h.more > 0 {
         format!(" (+{} more hung ops)", h.more)
     } else {
         String::new()
     };
-    let time = match o.running_ns {
-        Some(run) => format!("running {}", units::dur(run)),
-        None => format!("queued {}", units::dur(o.age_ns)),
-    };
-    let mut notes = Vec::new();
-    if !h.not_started.is_empty() {
-        let now = o.row.start + o.age_ns;
-        let mut named: Vec<String> = h
-            .not_started
-            .iter()
-            .take(6)
-            .map(|n| {
-                let mut s = n.rank.to_string();
-                if let Some((f, kind, q)) = &n.busy_in {
-                    s.push_str(&format!(" (in {f} {})", seq(*kind, *q)));
-                } else if let (Some((q, end)), 1) = (n.last, h.not_started.len()) {
-                    s.push_str(&format!(" (its last seq {q}"));
-                    if end > 0 {
-                        s.push_str(&format!(
-                            " ended {} ago",
-                            units::dur(now.saturating_sub(end))
-                        ));
-                    }
-                    s.push(')');
-                }
-                s
-            })
-            .collect();
-        if h.not_started.len() > 6 {
-            named.push(format!("+{} more", h.not_started.len() - 6));
-        }
-        let which = if h.not_started.len() == 1 {
-            "rank"
-        } else {
-            "ranks"
-        };
-        notes.push(format!("not started on {which} {}", named.join(", ")));
-    }
-    for (rank, state) in h.gone.iter().take(3) {
-        notes.push(format!("rank {rank}'s process {state}"));
-    }
-    if h.gone.len() > 3 {
-        notes.push(format!("{} more ranks' processes gone", h.gone.len() - 3));
-    }
-    if !h.not_started.is_empty() {
-        if h.unknown > 0 {
-            notes.push(format!("{} not known", h.unknown));
-        }
-        let seen = if h.declared > h.ranks {
-            format!(" seen ({} in the communicator)", h.declared)
-        } else {
-            String::new()
-        };
-        return format!(
-            "HUNG: {} seq {} {time} on {} of {} ranks{seen}; {}{more}",
-            o.func,
-            o.row.seq,
-            h.ranks_in,
-            h.ranks,
-            notes.join("; "),
-        );
-    }
-    let notes = if notes.is_empty() {
-        String::new()
-    } else {
-        format!("; {}", notes.join("; "))
-    };
+    format!(
+        "HUNG: {} seq {} {time} on {} of {} ranks{seen}; {}{more}",
+        o.func,
+        o.row.seq,
+        h.ranks_in,
+        h.ranks,
+        notes.join("; "),
+    )
+}
+
+/// The banner for the oldest hung op alone, with `notes` on gone processes.
+fn one_op_banner(h: &crate::model::query::HangSummary, notes: &[String]) -> String {
+    let o = &h.op;
+    let median = o.peer_median.map_or("n/a".into(), units::dur);
+    let notes: String = notes.iter().map(|n| format!("; {n}")).collect();
     let more = if h.more > 0 {
         format!(" (+{} more)", h.more)
     } else {
         String::new()
     };
+    let what = format!(
+        "HUNG: rank {} {} {}",
+        h.rank,
+        o.func,
+        seq_or_peer(o.row.kind, o.row.seq)
+    );
     match o.running_ns {
-        Some(_) => format!(
-            "HUNG: rank {} {} {} {time} (peers' median run {median}; enqueued {} ago){more}{notes}",
-            h.rank,
-            o.func,
-            seq(o.row.kind, o.row.seq),
+        Some(run) => format!(
+            "{what} running {} (peers' median run {median}; enqueued {} ago){more}{notes}",
+            units::dur(run),
             units::dur(o.age_ns),
         ),
         None => format!(
-            "HUNG: rank {} {} {} in flight {}, not started (peers' median {median}){more}{notes}",
-            h.rank,
-            o.func,
-            seq(o.row.kind, o.row.seq),
+            "{what} in flight {}, not started (peers' median {median}){more}{notes}",
             units::dur(o.age_ns),
         ),
+    }
+}
+
+/// An op's number as the banner says it: a P2p op's seq field holds its peer (and
+/// channels), not a sequence number.
+fn seq_or_peer(kind: u8, seq: u64) -> String {
+    if kind == ncclprof_shared::kind::EventKind::P2p as u8 {
+        format!("peer {}", seq as u32)
+    } else {
+        format!("seq {seq}")
     }
 }
