@@ -64,7 +64,9 @@ pub struct Plugin {
     pub frames_sent: AtomicU64,
     pub bytes_sent: AtomicU64,
     pub shutdown: AtomicBool,
-    pub server_name: Mutex<String>,
+    /// What this process's rendezvous entry says ([`link::Published`]); held by whoever
+    /// writes the entry.
+    pub published: Mutex<link::Published>,
     pub dump_prefix: Mutex<Option<String>>,
     pub to_drain: Mutex<Option<crossbeam_channel::Sender<stream::DrainMsg>>>,
 }

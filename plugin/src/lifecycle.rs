@@ -104,7 +104,7 @@ fn create() -> Option<&'static Plugin> {
         frames_sent: AtomicU64::new(0),
         bytes_sent: AtomicU64::new(0),
         shutdown: AtomicBool::new(false),
-        server_name: Mutex::new(String::new()),
+        published: Mutex::default(),
         dump_prefix: Mutex::new(cfg.dump_file.clone()),
         to_drain: Mutex::new(None),
         config: cfg,
@@ -215,6 +215,10 @@ pub(crate) fn init(
     p.api_version.store(api, Ordering::Relaxed);
     p.live_comms.fetch_add(1, Ordering::AcqRel);
     p.control.attach(mask, api);
+    // The rendezvous entry lists the communicators: without this one written again, this
+    // communicator would be missing from it (every one after the first, and the first too
+    // when the link thread published before it). Once per communicator, as NCCL creates it.
+    crate::link::republish(p);
     // SAFETY: as above.
     unsafe { *ctx_out = p.contexts.ptr(i) };
     if first {

@@ -17,6 +17,37 @@ use ncclprof_shared::wire::ViewerMsg;
 use crate::Plugin;
 use crate::stream::DrainMsg;
 
+/// What this process's rendezvous entry says besides its communicators: the one-shot server
+/// waiting for a viewer (empty while one is attached) and how many viewers have connected.
+/// The lock around it (`Plugin::published`) is held while the entry is written, so the link
+/// thread and a communicator's `init` ([`republish`]) never write it at once, and `init`
+/// writes what the link thread last published, not a server it has replaced.
+#[derive(Debug, Default)]
+pub struct Published {
+    pub server: String,
+    pub generation: u64,
+}
+
+/// Write this process's entry, saying `server` and `generation` (and remember them).
+fn publish(p: &Plugin, dir: &Path, server: &str, generation: u64) -> Result<(), String> {
+    let mut pb = p.published.lock().unwrap_or_else(|e| e.into_inner());
+    pb.server = server.to_string();
+    pb.generation = generation;
+    entry(p, server, generation)
+        .write(dir)
+        .map_err(|e| e.to_string())
+}
+
+/// Write the entry again as the link thread last published it, with the communicators as
+/// they are now; nothing while a viewer is attached (it gets new communicators in its Meta,
+/// and the entry is written again when it leaves) or before the link thread published.
+pub fn republish(p: &Plugin) {
+    let pb = p.published.lock().unwrap_or_else(|e| e.into_inner());
+    if !pb.server.is_empty() {
+        let _ = entry(p, &pb.server, pb.generation).write(&p.config.dir);
+    }
+}
+
 /// Build this process's entry from the context slots.
 pub fn entry(p: &Plugin, server: &str, generation: u64) -> ProcessEntry {
     ProcessEntry {
@@ -58,8 +89,7 @@ pub fn run(p: &'static Plugin, dir: PathBuf, to_drain: Sender<DrainMsg>) {
             }
         };
         tighten(&name);
-        *p.server_name.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
-        if let Err(e) = entry(p, &name, generation).write(&dir) {
+        if let Err(e) = publish(p, &dir, &name, generation) {
             crate::nccl_log::warn(&format!("cannot publish the rendezvous entry: {e}"));
         }
         let (rx, first) = match server.accept() {
@@ -74,11 +104,7 @@ pub fn run(p: &'static Plugin, dir: PathBuf, to_drain: Sender<DrainMsg>) {
         };
         generation += 1;
         // Viewer attached: the entry shows no server until it leaves.
-        p.server_name
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        let _ = entry(p, "", generation).write(&dir);
+        let _ = publish(p, &dir, "", generation);
         if protocol != PROTOCOL_VERSION {
             let _ = to_drain.send(DrainMsg::Refuse(data, format!(
                 "protocol mismatch: viewer speaks v{protocol}, plugin v{PROTOCOL_VERSION}; use matching ncclprof builds"

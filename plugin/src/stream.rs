@@ -1007,7 +1007,7 @@ mod tests {
             frames_sent: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
-            server_name: Mutex::new(String::new()),
+            published: Mutex::default(),
             dump_prefix: Mutex::new(None),
             to_drain: Mutex::new(None),
             config,

@@ -23,6 +23,17 @@ fn f(r: &Value, k: &str) -> f64 {
         .unwrap_or_else(|| panic!("{k} missing in {r}"))
 }
 
+/// The rendezvous entry lists every communicator, however late it comes: it was written
+/// once, when the link thread opened its server, so a second communicator never appeared in
+/// it, nor the first when the link thread got there before it (a `hang_inflight` test then
+/// waited for rank 1's entry in vain, 1 run in 8 under load).
+#[test]
+fn the_entry_lists_communicators_created_after_it() {
+    let r = run("late-comm");
+    assert_eq!(r["first_listed"], true, "{r}");
+    assert_eq!(r["both_listed"], true, "{r}");
+}
+
 #[test]
 fn finalize_with_a_viewer_attached_is_prompt_and_loses_nothing() {
     let r = run("finalize-viewer");

@@ -88,6 +88,7 @@ fn main() {
                 "reload" => reload(&plugin),
                 "pools" => pools(&plugin),
                 "init-only" => init_only(&plugin),
+                "late-comm" => late_comm(&plugin),
                 _ => panic!("unknown scenario {mode}"),
             }
         }
@@ -797,4 +798,27 @@ fn init_only(plugin: &Path) {
         "entry_exists": std::fs::symlink_metadata(&entry).is_ok(),
     }));
     lib.finalize(ctx);
+}
+
+/// Communicators created one after the other: the rendezvous entry lists each, the first
+/// as soon as it exists and the second once it is created too.
+fn late_comm(plugin: &Path) {
+    let lib = V6::load(plugin);
+    let path = ProcessEntry::path(&dir(), std::process::id());
+    let ranks = || -> Vec<i32> {
+        ProcessEntry::read(&path)
+            .map(|e| e.comms.iter().map(|c| c.rank).collect())
+            .unwrap_or_default()
+    };
+    let a = lib.init(0xa, c"first", 0);
+    let first_listed = wait_for(Duration::from_secs(5), || ranks() == [0]);
+    let b = lib.init(0xb, c"second", 1);
+    let both_listed = wait_for(Duration::from_secs(5), || ranks() == [0, 1]);
+    report(json!({
+        "first_listed": first_listed,
+        "both_listed": both_listed,
+        "ranks": ranks(),
+    }));
+    lib.finalize(b);
+    lib.finalize(a);
 }
