@@ -242,6 +242,10 @@ pub struct SimConfig {
     #[arg(long, value_parser = parse_rank_seq)]
     pub hang: Vec<RankSeq>,
 
+    /// RANK:SEQ: that rank's application never calls operation SEQ (call index on communicator 0), as when it is stuck elsewhere (a data loader, another code path): every other rank runs SEQ and waits there for it, as in --hang (their proxy ops stay in progress, their kernels never stop), and every rank's application blocks there until the run ends. The hang a viewer should trace to that rank (repeatable).
+    #[arg(long, value_parser = parse_rank_seq)]
+    pub absent: Vec<RankSeq>,
+
     /// RANK:SEQ: that rank's process exits abruptly with _exit(1) while running operation SEQ (call index on communicator 0), after writing its truth file.
     #[arg(long, value_parser = parse_rank_seq)]
     pub die: Option<RankSeq>,
@@ -401,6 +405,9 @@ impl SimConfig {
         for h in &self.hang {
             kv("hang", format!("{}:{}", h.rank, h.seq));
         }
+        for h in &self.absent {
+            kv("absent", format!("{}:{}", h.rank, h.seq));
+        }
         if let Some(d) = self.die {
             kv("die", format!("{}:{}", d.rank, d.seq));
         }
@@ -492,6 +499,7 @@ mod tests {
             delay_ns: 5,
         });
         c.hang.push(RankSeq { rank: 2, seq: 3 });
+        c.absent.push(RankSeq { rank: 1, seq: 4 });
         c.pxn = true;
         c.api = Some(4);
         let mut argv = vec!["ncclprof-sim".to_string()];

@@ -2,7 +2,7 @@
 //! proxy progress threads, teardown, and the truth they record.
 
 use crate::abi::{net, st};
-use crate::config::{NetKind, SimConfig};
+use crate::config::{NetKind, RankSeq, SimConfig};
 use crate::mask::{Kind, version_bits, wants};
 use crate::model::{CallSpec, ENQUEUE_NS, Planner, ProxySpec, Row, call_spec};
 use crate::plugin::{Args, Counters, Ev, Func, H, InitArgs, Plugin, comm_name};
@@ -623,6 +623,23 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
             continue;
         };
         let cr = &crs[ci];
+        // Whether `list` (--hang, --absent: operations on communicator 0) names this row for
+        // this rank (`mine`) or for another rank.
+        let listed = |list: &[RankSeq], mine: bool| {
+            row.comm == 0
+                && list
+                    .iter()
+                    .any(|h| h.seq == row.k && (h.rank == rank) == mine)
+        };
+        if listed(&cfg.absent, true) {
+            // This rank's application is stuck elsewhere and never calls the operation its
+            // peers wait in: it makes no call at all from here on, and its process stays
+            // (its plugin keeps reporting nothing in flight for it), as a real one would.
+            while duration_mode && !sh.stopped() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            break;
+        }
         // backpressure: at most 2 calls in flight per communicator
         {
             let mut done = cr.completed.lock().unwrap();
@@ -661,7 +678,8 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
             }
         }
         let spec = call_spec(cfg, rank, row.k, row.kind, row.size);
-        let hang = row.comm == 0 && cfg.hang.iter().any(|h| h.rank == rank && h.seq == row.k);
+        // Hung: this rank's op never finishes (--hang), or a peer never joins it (--absent).
+        let hang = listed(&cfg.hang, true) || listed(&cfg.absent, false);
         if spec.tasks.is_empty() {
             continue;
         }

@@ -517,6 +517,13 @@ impl Planner {
             self.app[r] = a + ENQUEUE_NS;
             kstart[r] = (a + ENQUEUE_NS + LAUNCH_NS).max(self.last_end[comm][r]);
         }
+        // A rank absent from this call (--absent) never arrives: its peers wait for it in
+        // vain (their op hangs), and none of them waits for it to arrive.
+        for h in &cfg.absent {
+            if comm == 0 && h.seq == k && h.rank < n {
+                self.gone[h.rank] = true;
+            }
+        }
         let live: Vec<u32> = (0..n)
             .filter(|&r| !self.gone[r])
             .map(|r| r as u32)
@@ -566,11 +573,15 @@ impl Planner {
             end[r] = s.max(kstart[r]) + dmax * 1.25 + 500.0 * unit(&[seed, 0xe4d, g, r as u64]);
             self.last_end[comm][r] = end[r];
         }
-        // ranks that stop participating after this call
+        // ranks that stop participating after this call: a hung one, and every rank of a
+        // call some rank is absent from (they all wait in it)
         for h in &cfg.hang {
             if comm == 0 && h.seq == k && h.rank < n {
                 self.gone[h.rank] = true;
             }
+        }
+        if comm == 0 && cfg.absent.iter().any(|h| h.seq == k) {
+            self.gone.iter_mut().for_each(|g| *g = true);
         }
         if let Some(d) = cfg.die
             && comm == 0

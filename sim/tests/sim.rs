@@ -306,6 +306,33 @@ fn hang_leaves_op_in_progress() {
     sane(&t);
 }
 
+/// A rank absent from a call: it never makes it (nor any later one), and every other rank
+/// makes it and hangs in it, its peers' op in progress as with --hang.
+#[test]
+fn an_absent_rank_never_calls_and_its_peers_hang_waiting() {
+    let mut c = small();
+    c.iterations = 4;
+    c.absent = vec![RankSeq { rank: 1, seq: 2 }];
+    let t = run(&c).unwrap();
+    for r in &t.ranks {
+        if r.rank == 1 {
+            assert_eq!(r.ops.len(), 2, "rank 1 stops before call 2");
+            assert!(r.ops.iter().all(|o| !o.hung && o.end.is_some()));
+            continue;
+        }
+        assert_eq!(r.ops.len(), 3, "rank {}: blocked in call 2", r.rank);
+        let h = &r.ops[2];
+        assert!(h.hung && h.end.is_none(), "rank {}: {h:?}", r.rank);
+        assert!(h.channels.iter().all(|c| c.gpu_end_host.is_none()));
+        assert!(
+            h.proxy_ops
+                .iter()
+                .any(|p| p.network && p.in_progress.is_some() && p.stop.is_none())
+        );
+    }
+    sane(&t);
+}
+
 #[test]
 fn die_in_process_stops_without_finalize() {
     let mut c = small();

@@ -135,3 +135,67 @@ fn a_hung_rank_process_stays_and_is_seen_hung_by_a_late_viewer() {
     sim.signal(libc::SIGTERM);
     assert_eq!(sim.wait(Duration::from_secs(10)), Some(0));
 }
+
+/// The hang a user meets most: one rank never calls the collective its peers wait in (its
+/// application is stuck elsewhere). Four ranks in four processes, rank 2 absent from
+/// AllReduce 5 (`--absent 2:5`); the real viewer pipeline (live source, ingest, store,
+/// timeline) must trace the hang to rank 2: the banner names it as not started, over the
+/// three ranks hung in the collective.
+#[test]
+fn the_viewer_names_the_rank_absent_from_a_hung_allreduce() {
+    let dir = tempfile::tempdir().unwrap();
+    let rdv = dir.path().join("rdv");
+    let sim = ncclprof_tests::artifact("ncclprof-sim", "ncclprof-sim");
+    let mut cmd = std::process::Command::new(&sim);
+    cmd.args(["--plugin", ncclprof_tests::plugin_path().to_str().unwrap()])
+        .args([
+            "--ranks",
+            "4",
+            "--procs",
+            "4",
+            "--rate",
+            "1",
+            "--duration",
+            "0",
+        ])
+        .args(["--workload", "allreduce", "--absent", "2:5", "--quiet"])
+        .env("NCCLPROF_DIR", &rdv);
+    let mut sim = ncclprof_tests::faults::Proc::spawn(cmd);
+    ncclprof_shared::link::ensure_dir(&rdv).unwrap();
+    let live = ncclprof_tui::model::source::live(rdv.clone(), Vec::new());
+    let mut app = ncclprof_tui::app::App::new(
+        ncclprof_tui::model::store::Store::new(64 << 20),
+        true,
+        "test".into(),
+    );
+    let mut fx = ncclprof_tui::event_loop::Effects::new(false);
+    let mut last = None;
+    let named = ncclprof_tests::wait_for(Duration::from_secs(30), || {
+        ncclprof_tui::event_loop::ingest_turn(&mut app, &live, &mut fx);
+        let st = &app.store;
+        last = (0..st.comms.len())
+            .filter_map(|c| st.hang_summary(c, &st.lane_rows(c)))
+            .next();
+        last.as_ref().is_some_and(|h| !h.not_started.is_empty())
+    });
+    let h = last.expect("no hang seen");
+    assert!(named, "no rank named: {h:?}");
+    assert_eq!(h.not_started.len(), 1, "{h:?}");
+    assert_eq!(h.not_started[0].rank, 2, "{h:?}");
+    assert_eq!((h.ranks_in, h.ranks, h.unknown), (3, 4, 0), "{h:?}");
+    assert_eq!((&*h.op.func, h.op.row.seq), ("AllReduce", 5), "{h:?}");
+    // Its last AllReduce was the one before.
+    assert_eq!(h.not_started[0].last.map(|(seq, _)| seq), Some(4), "{h:?}");
+    // And the timeline says so.
+    app.fit_all();
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(200, 20)).unwrap();
+    term.draw(|f| ncclprof_tui::ui::render(f, &app)).unwrap();
+    let screen = format!("{}", term.backend());
+    assert!(
+        screen.lines().any(|l| l.contains("HUNG: AllReduce seq 5")
+            && l.contains("on 3 of 4 ranks; not started on rank 2")),
+        "{screen}"
+    );
+    sim.signal(libc::SIGTERM);
+    assert_eq!(sim.wait(Duration::from_secs(10)), Some(0));
+}
