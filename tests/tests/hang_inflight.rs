@@ -196,6 +196,23 @@ fn the_viewer_names_the_rank_absent_from_a_hung_allreduce() {
             && l.contains("on 3 of 4 ranks; not started on rank 2")),
         "{screen}"
     );
+    // The Channels view says how far each rank got, rank 2 not at all.
+    app.view = ncclprof_tui::ui::views::ViewId::Channels;
+    term.draw(|f| ncclprof_tui::ui::render(f, &app)).unwrap();
+    let screen = format!("{}", term.backend());
+    assert!(
+        screen.contains("r2   has not started AllReduce seq 5 (its last, seq 4, ended"),
+        "{screen}"
+    );
+    for r in [0, 1, 3] {
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.contains(&format!("r{r}   AllReduce seq 5 · running"))
+                    && l.contains("steps done per channel")),
+            "rank {r}:\n{screen}"
+        );
+    }
     sim.signal(libc::SIGTERM);
     assert_eq!(sim.wait(Duration::from_secs(10)), Some(0));
 }

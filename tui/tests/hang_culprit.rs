@@ -235,3 +235,77 @@ fn a_named_rank_busy_in_a_send_shows_its_peer() {
         "{b}"
     );
 }
+
+/// The screen of `view` over `st`, its window `span` ending `after` past the hung ops'
+/// summaries (after the data: nothing ends in it).
+fn view_text(st: Store, view: ncclprof_tui::ui::views::ViewId, after: Option<u64>) -> String {
+    let mut app = ncclprof_tui::app::App::new(st, true, String::new());
+    app.on_data();
+    app.fit_all();
+    if let Some(after) = after {
+        app.tl.span = 200 * MS;
+        app.tl.end = app.store.t_now + after;
+    }
+    app.view = view;
+    format!("{}", render(&app, 140, 30).backend())
+}
+
+/// During a hang nothing ends, so the Channels and Proxy views, which show what ended in the
+/// window, are empty just when the user comes to ask which channel is stuck: under both, how
+/// far each hung rank got (kernel channels ended, proxy steps done per channel, the channels
+/// behind) and which rank has not started, from the in-flight summaries; and the empty view
+/// says the job is hung, not that the events may be off in the mask.
+#[test]
+fn channels_and_proxy_views_show_how_far_the_hung_ranks_got() {
+    use ncclprof_tui::ui::views::ViewId;
+    for view in [ViewId::Channels, ViewId::Proxy] {
+        for after in [None, Some(10 * MS)] {
+            let text = view_text(store_with(&[0, 2, 3], &[1]), view, after);
+            let has = |s: &str| text.lines().any(|l| l.contains(s));
+            assert!(has("hung, still in flight"), "{view:?}:\n{text}");
+            for r in [0, 2, 3] {
+                assert!(
+                    has(&format!(
+                        "r{r}   AllReduce seq 6 · running 5.00s · kernel channels ended 1/4 · \
+                         steps done per channel: 1 0 0 0 · behind: ch 1, 2, 3 (0 of up to 1)"
+                    )),
+                    "{view:?} rank {r}:\n{text}"
+                );
+            }
+            assert!(
+                has("r1   has not started AllReduce seq 6 (its last, seq 4, ended"),
+                "{view:?}:\n{text}"
+            );
+            // Nothing in a window after the data: the hang is why.
+            assert_eq!(
+                has("event ended in the window: the job is hung"),
+                after.is_some(),
+                "{view:?}:\n{text}"
+            );
+            assert!(!text.contains("off in the mask"), "{text}");
+        }
+    }
+    // No hang: no block, and an empty window is just empty.
+    let text = view_text(store_with(&[], &[]), ViewId::Channels, Some(10 * MS));
+    assert!(!text.contains("hung"), "{text}");
+    assert!(text.contains("no KernelCh events here"), "{text}");
+}
+
+/// An empty Channels view blames the mask only when a live process has KernelCh off.
+#[test]
+fn an_empty_channels_view_names_the_mask_only_when_kernel_ch_is_off() {
+    use ncclprof_shared::kind::EventKind;
+    let mut st = store_with(&[], &[]);
+    let mask = ncclprof_shared::mask::DEFAULT & !EventKind::KernelCh.bit();
+    let ack = Frame::MaskAck(ncclprof_shared::wire::MaskAck {
+        mask,
+        active: true,
+        requested: mask,
+    });
+    apply(&mut st, 2, &ack);
+    let text = view_text(st, ncclprof_tui::ui::views::ViewId::Channels, Some(10 * MS));
+    assert!(
+        text.contains("no KernelCh events here: KernelCh is off in the mask (view 5 turns it on)"),
+        "{text}"
+    );
+}

@@ -212,7 +212,7 @@ pub fn apply_frame(store: &mut Store, src: u32, pid: u32, frame: Frame) {
                     func: o.func,
                     start: o.start_ns,
                     exec_start: o.exec_start_ns,
-                    steps_done: o.steps_done.iter().map(|&s| u64::from(s)).sum(),
+                    steps_done: o.steps_done,
                     channels_done: o.channels_done,
                     n_channels: o.n_channels,
                 })

@@ -258,7 +258,7 @@ fn in_flight(store: &Store, proc: usize) -> Option<InFlight> {
             func: o.func,
             start_ns: o.start,
             exec_start_ns: o.exec_start,
-            steps_done: vec![u32::try_from(o.steps_done).unwrap_or(u32::MAX)],
+            steps_done: o.steps_done.clone(),
             channels_done: o.channels_done,
             n_channels: o.n_channels,
         })

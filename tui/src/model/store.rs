@@ -829,7 +829,9 @@ pub struct OpenRow {
     /// When it started to run (0 = not yet, or not known):
     /// [`ncclprof_shared::wire::OpenOp::exec_start_ns`].
     pub exec_start: u64,
-    pub steps_done: u64,
+    /// Proxy steps done so far per channel (index = channel id; empty when none reported):
+    /// a hung collective's stuck channel is the one behind.
+    pub steps_done: Vec<u32>,
     pub channels_done: u32,
     pub n_channels: u32,
 }

@@ -1,6 +1,7 @@
 //! The five views: order, titles, number keys.
 
 pub mod channels;
+pub mod in_flight;
 pub mod mask;
 pub mod proxy;
 pub mod stats;

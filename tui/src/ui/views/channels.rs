@@ -12,6 +12,8 @@ use crate::model::analysis;
 use crate::model::units;
 use crate::ui::put;
 use crate::ui::theme::{HEAT, Theme};
+use crate::ui::views::in_flight;
+use ncclprof_shared::kind::EventKind;
 
 /// (rank, channel) → (sum of durations, count).
 /// (rank, channel) → (sum of durations, count).
@@ -72,17 +74,20 @@ pub fn gather(app: &App) -> (String, PerChannel) {
 }
 
 pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
+    // The hung ops' progress at the bottom: during a hang, what the window holds is not it.
+    let hung = in_flight::hung_lines(app);
+    let (area, below) = in_flight::split(&hung, area);
+    in_flight::render(&hung, th, below, buf);
     let (title, m) = gather(app);
     put(buf, area.x, area.y, &title, th.title(), area.width);
     if m.is_empty() {
-        put(
-            buf,
-            area.x,
-            area.y + 2,
-            "no KernelCh events here (is KernelCh in the mask? see view 5)",
-            th.dim(),
-            area.width,
+        let why = in_flight::empty_reason(
+            app,
+            EventKind::KernelCh,
+            "no KernelCh events here",
+            !hung.is_empty(),
         );
+        put(buf, area.x, area.y + 2, &why, th.dim(), area.width);
         return;
     }
     // Per channel: mean over ranks of the mean duration.

@@ -10,9 +10,15 @@ use crate::model::analysis;
 use crate::model::units;
 use crate::ui::put;
 use crate::ui::theme::{PHASE_GLYPHS, Theme};
+use crate::ui::views::in_flight;
+use ncclprof_shared::kind::EventKind;
 
 pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let s = &app.store;
+    // The hung ops' progress at the bottom: during a hang, what the window holds is not it.
+    let hung = in_flight::hung_lines(app);
+    let (area, below) = in_flight::split(&hung, area);
+    in_flight::render(&hung, th, below, buf);
     // The selected op's time span (on every rank), else the visible window.
     let selected = app.tl.selected.and_then(|k| s.op(k).map(|o| (k, o)));
     let (from, to) = match &selected {
@@ -46,14 +52,14 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         area.width,
     );
     if lines.is_empty() {
-        put(
-            buf,
-            area.x,
-            area.y + 2,
-            "no ProxyStep events here (network transport only; is ProxyStep in the mask?)",
-            th.dim(),
-            area.width,
+        // (Only network connections have proxy steps.)
+        let why = in_flight::empty_reason(
+            app,
+            EventKind::ProxyStep,
+            "no ProxyStep events here (network transport only)",
+            !hung.is_empty(),
         );
+        put(buf, area.x, area.y + 2, &why, th.dim(), area.width);
         return;
     }
     let phases: Vec<(ncclprof_shared::kind::StepPhase, u64)> = {

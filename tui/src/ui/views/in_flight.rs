@@ -1,0 +1,197 @@
+//! How far the hung ops got, for the Channels and Proxy views: during a hang nothing ends, so
+//! a window of finished kernels and steps is empty just when the user comes to ask which
+//! channel is stuck. The plugins' in-flight summaries still say, per op, how many kernel
+//! channels have ended and how many proxy steps each channel has done; the channel behind the
+//! others is where the collective stopped.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+
+use ncclprof_shared::kind::EventKind;
+
+use crate::app::App;
+use crate::model::store::ProcState;
+use crate::model::units;
+use crate::ui::put;
+use crate::ui::theme::Theme;
+
+/// One line per rank of the communicator on screen that has a hung op (its oldest one), and
+/// one per rank the timeline's banner names as not having started the hung collective; each
+/// with whether it is where to look (a channel behind the others, a rank absent).
+pub fn hung_lines(app: &App) -> Vec<(String, bool)> {
+    let s = &app.store;
+    let rows = s.lane_rows(app.comm);
+    let open = s.open_ops_of_rows(app.comm, &rows);
+    let mut out = Vec::new();
+    let Some(summary) = s.hang_summary_of(&rows, &open) else {
+        return out;
+    };
+    let now = summary.op.row.start + summary.op.age_ns;
+    for (r, ops) in rows.iter().zip(&open) {
+        if let Some(n) = summary.not_started.iter().find(|n| n.rank == r.rank) {
+            let last = match n.last {
+                Some((seq, end)) if end > 0 => format!(
+                    " (its last, seq {seq}, ended {} ago)",
+                    units::dur(now.saturating_sub(end))
+                ),
+                Some((seq, _)) => format!(" (its last: seq {seq})"),
+                None => String::new(),
+            };
+            let what = format!("{} seq {}", summary.op.func, summary.op.row.seq);
+            out.push((format!("r{:<3} has not started {what}{last}", r.rank), true));
+            continue;
+        }
+        let Some(o) = ops.iter().find(|o| o.hung) else {
+            continue;
+        };
+        let what = if o.row.kind == EventKind::Coll as u8 {
+            format!("{} seq {}", o.func, o.row.seq)
+        } else {
+            format!("{} peer {}", o.func, o.row.seq)
+        };
+        let time = match o.running_ns {
+            Some(t) => format!("running {}", units::dur(t)),
+            None => format!("queued {}", units::dur(o.age_ns)),
+        };
+        let (text, behind) = progress(&o.row.steps_done);
+        out.push((
+            format!(
+                "r{:<3} {what} · {time} · kernel channels ended {}/{} · {text}",
+                r.rank, o.row.channels_done, o.row.n_channels
+            ),
+            behind,
+        ));
+    }
+    out
+}
+
+/// "steps done per channel: 4 4 1 4", and which channel is behind, if one is; whether one is.
+fn progress(steps: &[u32]) -> (String, bool) {
+    if steps.is_empty() {
+        return ("no proxy steps reported".into(), false);
+    }
+    let per: Vec<String> = steps.iter().map(u32::to_string).collect();
+    let mut text = format!("steps done per channel: {}", per.join(" "));
+    let (min, max) = (
+        steps.iter().copied().min().unwrap_or(0),
+        steps.iter().copied().max().unwrap_or(0),
+    );
+    if min < max {
+        let behind: Vec<String> = steps
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n == min)
+            .map(|(c, _)| c.to_string())
+            .collect();
+        let which = if behind.len() > 4 {
+            format!("{} channels", behind.len())
+        } else {
+            format!("ch {}", behind.join(", "))
+        };
+        text.push_str(&format!(" · behind: {which} ({min} of up to {max})"));
+    }
+    (text, min < max)
+}
+
+/// `area` split into the view's part and the block's at its bottom (no rows without hung
+/// ops; at most half of it).
+pub fn split(lines: &[(String, bool)], area: Rect) -> (Rect, Rect) {
+    let h = if lines.is_empty() {
+        0
+    } else {
+        (lines.len() as u16 + 2).min(area.height / 2)
+    };
+    let top = Rect {
+        height: area.height - h,
+        ..area
+    };
+    let bottom = Rect {
+        y: area.y + top.height,
+        height: h,
+        ..area
+    };
+    (top, bottom)
+}
+
+/// Draw the block in `area` (a rule's worth of space above its heading, then one line per
+/// rank while they fit, then how many did not).
+pub fn render(lines: &[(String, bool)], th: &Theme, area: Rect, buf: &mut Buffer) {
+    if lines.is_empty() || area.height < 2 {
+        return;
+    }
+    let mut y = area.y + 1;
+    put(
+        buf,
+        area.x,
+        y,
+        "hung, still in flight (the plugins' latest summaries):",
+        th.bad(),
+        area.width,
+    );
+    y += 1;
+    let room = usize::from(area.bottom().saturating_sub(y));
+    let shown = if lines.len() > room {
+        room.saturating_sub(1)
+    } else {
+        lines.len()
+    };
+    for (text, behind) in &lines[..shown] {
+        let st = if *behind { th.warn() } else { Style::default() };
+        put(buf, area.x, y, text, st, area.width);
+        y += 1;
+    }
+    if shown < lines.len() {
+        put(
+            buf,
+            area.x,
+            y,
+            &format!("… {} more ranks", lines.len() - shown),
+            th.dim(),
+            area.width,
+        );
+    }
+}
+
+/// Why a view of `kind` events is empty, for its one line: off in a live process's mask (the
+/// fix is view 5), or the hang below, or simply none in the window (`none`; or in a file).
+pub fn empty_reason(app: &App, kind: EventKind, none: &str, hung: bool) -> String {
+    let s = &app.store;
+    let what = kind.name();
+    let off = s.lane_rows(app.comm).iter().any(|r| {
+        let p = &s.procs[r.key.proc];
+        p.state == ProcState::Live && p.mask & kind.bit() == 0
+    });
+    if off {
+        format!("no {what} events here: {what} is off in the mask (view 5 turns it on)")
+    } else if hung {
+        format!(
+            "no {what} event ended in the window: the job is hung (below: how far each rank got)"
+        )
+    } else {
+        none.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::progress;
+
+    #[test]
+    fn progress_names_the_channels_behind() {
+        assert_eq!(
+            progress(&[4, 4, 1, 4]),
+            (
+                "steps done per channel: 4 4 1 4 · behind: ch 2 (1 of up to 4)".into(),
+                true
+            )
+        );
+        assert_eq!(
+            progress(&[3, 3]),
+            ("steps done per channel: 3 3".into(), false)
+        );
+        assert_eq!(progress(&[]), ("no proxy steps reported".into(), false));
+        let (t, _) = progress(&[0, 0, 0, 0, 0, 2]);
+        assert!(t.ends_with("behind: 5 channels (0 of up to 2)"), "{t}");
+    }
+}
