@@ -1,6 +1,7 @@
 //! Frame time (p50 / p99 / max over 200 frames) per view with 1 M and 10 M retained events,
 //! bytes per retained event by type and resident memory, and the same at a 512 MiB memory cap
-//! after 30 M events, and the timeline with a deep queue in flight on every rank (plain
+//! after 30 M events, and the timeline, Channels and Proxy views with a deep queue in flight on
+//! every rank (plain
 //! timing; run
 //! `cargo bench -p ncclprof-tui --bench frame`; `FRAME_EVENTS=N` for one size only).
 //! Rendering cost must depend on the visible window, not on what is retained.
@@ -230,6 +231,9 @@ fn run(total: usize, cap: usize, frames: usize) {
         // oldest running for 2 s (hung), and the timeline draws and judges each.
         (ViewId::Timeline, 200_000_000, true),
         (ViewId::Timeline, 10_000_000_000, true),
+        // ... and the views that list how far each hung rank got.
+        (ViewId::Channels, 200_000_000, true),
+        (ViewId::Proxy, 200_000_000, true),
     ] {
         if in_flight && app.store.procs.iter().all(|p| p.open_ops.is_empty()) {
             for r in 0..RANKS {
