@@ -222,6 +222,40 @@ pub fn run_process(
     if cfg.ranks == 0 || cfg.comms == 0 {
         bail!("--ranks and --comms must be at least 1");
     }
+    // A fault on a rank the job does not have would change nothing, or (--absent) hang every
+    // rank with no culprit to find: refused, as is --die on a rank an --absent call holds
+    // (it never gets to the call it would die in, or hangs before).
+    for (flag, list) in [("--hang", &cfg.hang), ("--absent", &cfg.absent)] {
+        if let Some(h) = list.iter().find(|h| h.rank >= cfg.ranks) {
+            bail!(
+                "{flag} {}:{}: the job has ranks 0..{}",
+                h.rank,
+                h.seq,
+                cfg.ranks - 1
+            );
+        }
+    }
+    if let Some(d) = cfg.die {
+        if d.rank >= cfg.ranks {
+            bail!(
+                "--die {}:{}: the job has ranks 0..{}",
+                d.rank,
+                d.seq,
+                cfg.ranks - 1
+            );
+        }
+        if let Some(a) = cfg.absent.iter().find(|a| a.seq <= d.seq) {
+            bail!(
+                "--die {}:{} with --absent {}:{}: from call {} on every call hangs or is never made, so no rank could die in call {}",
+                d.rank,
+                d.seq,
+                a.rank,
+                a.seq,
+                a.seq,
+                d.seq
+            );
+        }
+    }
     let _guard = RUN_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     crate::plugin::set_log_quiet(cfg.quiet);
     let log0 = crate::plugin::log_calls();
@@ -681,6 +715,14 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
         // Hung: this rank's op never finishes (--hang), or a peer never joins it (--absent).
         let hang = listed(&cfg.hang, true) || listed(&cfg.absent, false);
         if spec.tasks.is_empty() {
+            if hang && row.comm == 0 {
+                // A hung call with nothing to launch (size 0): the application blocks all
+                // the same, as below.
+                while duration_mode && !sh.stopped() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                break;
+            }
             continue;
         }
         let ce_only = spec.tasks.iter().all(|t| t.ce);

@@ -333,6 +333,22 @@ fn an_absent_rank_never_calls_and_its_peers_hang_waiting() {
     sane(&t);
 }
 
+/// Faults that could not happen as asked are refused, not run as something else.
+#[test]
+fn faults_on_missing_ranks_or_unreachable_calls_are_refused() {
+    let mut c = small();
+    c.absent = vec![RankSeq { rank: 4, seq: 1 }];
+    let e = run(&c).unwrap_err().to_string();
+    assert!(e.contains("--absent 4:1: the job has ranks 0..3"), "{e}");
+    c.absent = vec![RankSeq { rank: 2, seq: 1 }];
+    c.die = Some(RankSeq { rank: 0, seq: 1 });
+    let e = run(&c).unwrap_err().to_string();
+    assert!(e.contains("no rank could die in call 1"), "{e}");
+    c.absent.clear();
+    c.hang = vec![RankSeq { rank: 9, seq: 1 }];
+    assert!(run(&c).is_err());
+}
+
 #[test]
 fn die_in_process_stops_without_finalize() {
     let mut c = small();
