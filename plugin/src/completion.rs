@@ -1455,19 +1455,26 @@ impl<S: Sink> Completion<S> {
             .filter(|o| matches!(o.rec.kind(), Some(EventKind::Coll | EventKind::P2p)))
             .map(|o| {
                 let n = usize::from(o.rec.sub).clamp(1, 64);
+                let p2p = o.rec.kind == EventKind::P2p as u8;
                 OpenOp {
                     comm: o.rec.comm,
                     rank: o.rec.rank,
                     kind: o.rec.kind,
                     id: o.rec.id,
-                    seq: o.rec.p[0],
+                    // A send/recv has no seq: its peer instead (`OpenOp::seq`).
+                    seq: if p2p { u64::from(o.rec.x) } else { o.rec.p[0] },
                     func: o.rec.strings()[0],
                     start_ns: o.rec.start_ns,
                     exec_start_ns: o.exec_started(),
+                    // Up to the last channel with steps: a send/recv's channels need not
+                    // start at 0 (NCCL spreads them by peer), so `n` may not reach them.
                     steps_done: o
                         .steps_done
                         .as_ref()
-                        .map(|s| s[..n].to_vec())
+                        .map(|s| {
+                            let used = s.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+                            s[..n.max(used)].to_vec()
+                        })
                         .unwrap_or_default(),
                     channels_done: o.kernels_done,
                     n_channels: u32::from(o.rec.sub),
@@ -1484,15 +1491,14 @@ impl<S: Sink> Completion<S> {
                 continue;
             };
             let coll = &mut ops[i];
-            if coll.steps_done.is_empty() {
-                coll.steps_done
-                    .resize(coll.n_channels.clamp(1, 64) as usize, 0);
-            }
             // (Channel index as `op_left` counts it, so an op's steps stay on one channel
             // when it stops.)
-            if let Some(n) = coll.steps_done.get_mut(usize::from(o.rec.sub) % 64) {
-                *n += o.steps_finished;
+            let ch = usize::from(o.rec.sub) % 64;
+            let len = (coll.n_channels.clamp(1, 64) as usize).max(ch + 1);
+            if coll.steps_done.len() < len {
+                coll.steps_done.resize(len, 0);
             }
+            coll.steps_done[ch] += o.steps_finished;
         }
         let total = ops.len() as u32;
         ops.sort_unstable_by_key(|o| o.start_ns);
@@ -1987,6 +1993,49 @@ mod tests {
         let inflight = c.in_flight(f.ts, 16);
         assert_eq!(inflight.total, 1);
         assert_eq!(inflight.ops[0].steps_done, vec![0, 3, 4, 0]);
+    }
+
+    /// A send/recv in flight: its peer in `seq` (it has no seq), and the steps of channels
+    /// beyond its channel count (NCCL spreads a p2p's channels by peer) not dropped.
+    #[test]
+    fn in_flight_p2p_carries_its_peer_and_its_channels_beyond_its_count() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let p2p = f.id(EventKind::P2p);
+        // Peer 5, 2 channels.
+        f.push(
+            OP_START,
+            EventKind::P2p,
+            p2p,
+            0,
+            0,
+            [5 | 2u64 << 32, 0, 0, 0],
+        );
+        f.stop(EventKind::P2p, p2p);
+        let op_on = |f: &mut Feed, channel: u64| {
+            let op = f.id(EventKind::ProxyOp);
+            let w = [0, channel | (1 << 8), 8, 0];
+            f.push(OP_START, EventKind::ProxyOp, op, p2p, 0, w);
+            let s = st::PROXY_OP_IN_PROGRESS as u8;
+            f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+            op
+        };
+        // Channel 2: stopped after 2 steps; channel 3: 1 step done, one open.
+        let done = op_on(&mut f, 2);
+        for s in 0..2 {
+            let id = f.step_start(done, s);
+            f.step_end(id);
+        }
+        f.stop(EventKind::ProxyOp, done);
+        let open = op_on(&mut f, 3);
+        let id = f.step_start(open, 0);
+        f.step_end(id);
+        f.step_start(open, 1);
+        f.run(&mut c);
+        let inflight = c.in_flight(f.ts, 16);
+        let o = &inflight.ops[0];
+        assert_eq!((o.id, o.seq, o.n_channels), (p2p, 5, 2));
+        assert_eq!(o.steps_done, vec![0, 0, 2, 1]);
     }
 
     /// The in-flight summary says when an open collective started to run: its first kernel

@@ -323,10 +323,16 @@ fn write_in_flight<R>(
             let kind = EventKind::from_u8(o.kind).map_or("?", EventKind::name);
             let func = p.string(o.func);
             let name = if func.is_empty() { kind } else { func };
+            // A send/recv has no seq: its peer (`OpenOp::seq`).
+            let seq_key = if o.kind == EventKind::P2p as u8 {
+                "Peer"
+            } else {
+                "SeqNum"
+            };
             sep(out)?;
             write!(
                 out,
-                "{{\"ph\":\"X\",\"name\":{},\"cat\":\"InFlight\",\"pid\":{tpid},\"tid\":{TID_OPS},\"ts\":{},\"dur\":{},\"args\":{{\"InFlight\":true,\"Kind\":\"{kind}\",\"SeqNum\":{},\"AgeUs\":{},\"RunningUs\":{},\"StepsDone\":{},\"ChannelsDone\":{},\"nChannels\":{},\"Rank\":{}}}}}",
+                "{{\"ph\":\"X\",\"name\":{},\"cat\":\"InFlight\",\"pid\":{tpid},\"tid\":{TID_OPS},\"ts\":{},\"dur\":{},\"args\":{{\"InFlight\":true,\"Kind\":\"{kind}\",\"{seq_key}\":{},\"AgeUs\":{},\"RunningUs\":{},\"StepsDone\":{},\"ChannelsDone\":{},\"nChannels\":{},\"Rank\":{}}}}}",
                 Js(&format!("{name} (in flight)")),
                 us(o.start_ns),
                 us(f.at_ns.saturating_sub(o.start_ns)),
@@ -655,5 +661,44 @@ mod tests {
                 assert!(pids.contains(&pid), "span on an unnamed pid {pid}");
             }
         }
+    }
+
+    /// An in-flight send/recv's span names its peer (it has no seq), a collective's its seq.
+    #[test]
+    fn an_in_flight_p2p_names_its_peer() {
+        let op = |kind: EventKind, seq: u64| crate::wire::OpenOp {
+            comm: 0,
+            rank: 0,
+            kind: kind as u8,
+            id: seq,
+            seq,
+            func: 0,
+            start_ns: 1_000,
+            exec_start_ns: 0,
+            steps_done: vec![0, 0, 2, 1],
+            channels_done: 0,
+            n_channels: 2,
+        };
+        let procs = vec![Process {
+            in_flight: Some(InFlight {
+                at_ns: 5_000,
+                total: 2,
+                ops: vec![op(EventKind::P2p, 5), op(EventKind::Coll, 7)],
+            }),
+            ..Default::default()
+        }];
+        let mut out = Vec::new();
+        write(&mut out, &procs, &Vec::<Lane>::new(), &Totals::default()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        let spans: Vec<&serde_json::Value> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "InFlight")
+            .collect();
+        assert_eq!(spans[0]["args"]["Peer"], 5);
+        assert!(spans[0]["args"].get("SeqNum").is_none());
+        assert_eq!(spans[0]["args"]["StepsDone"], 3);
+        assert_eq!(spans[1]["args"]["SeqNum"], 7);
     }
 }

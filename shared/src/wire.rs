@@ -216,6 +216,7 @@ pub struct OpenOp {
     pub rank: i32,
     pub kind: u8,
     pub id: u64,
+    /// The collective's sequence number; a send/recv (P2p) has none, and carries its peer.
     pub seq: u64,
     /// String id of the function.
     pub func: u16,
@@ -224,7 +225,8 @@ pub struct OpenOp {
     /// channel's start callback. Ops queued behind others on the GPU's stream have not; nor
     /// has any op whose kernel channels are not profiled (not known).
     pub exec_start_ns: u64,
-    /// Proxy steps completed so far, per channel (index = channel id).
+    /// Proxy steps completed so far, per channel (index = channel id; at least `n_channels`
+    /// long, longer where a send/recv's channels lie beyond it).
     pub steps_done: Vec<u32>,
     /// Kernel channels finished so far.
     pub channels_done: u32,
