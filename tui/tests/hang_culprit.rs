@@ -309,3 +309,74 @@ fn an_empty_channels_view_names_the_mask_only_when_kernel_ch_is_off() {
         "{text}"
     );
 }
+
+/// A hung send/recv: its line names its peer and its steps done in all (its channels are
+/// not 0..n: NCCL spreads them by peer, so none is said to be behind); a collective whose
+/// steps came as one sum (a snapshot written before they were kept per channel) likewise.
+#[test]
+fn hung_p2p_and_summed_steps_are_told_in_all() {
+    use ncclprof_tui::ui::views::ViewId;
+    let f = Fixture::default();
+    let mut st = store_with(&[], &[]);
+    for r in 0..4 {
+        let mut fr = hung_frame(&f, r);
+        if let Frame::InFlight(i) = &mut fr {
+            let o = &mut i.ops[0];
+            if r < 3 {
+                o.kind = ncclprof_shared::kind::EventKind::P2p as u8;
+                o.seq = 5; // its peer
+                o.steps_done = vec![0, 0, 2, 1];
+                o.n_channels = 2;
+            } else {
+                o.steps_done = vec![48];
+            }
+        }
+        apply(&mut st, r, &fr);
+    }
+    let text = view_text(st, ViewId::Channels, Some(10 * MS));
+    for r in 0..3 {
+        assert!(
+            text.contains(&format!(
+                "r{r}   AllReduce peer 5 · running 5.00s · kernel channels ended 1/2 · steps done: 3"
+            )),
+            "rank {r}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains(
+            "r3   AllReduce seq 6 · running 5.00s · kernel channels ended 1/4 · steps done: 48"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("behind"), "{text}");
+}
+
+/// The block in terminals of every height: no panic, and what it draws stays inside it (the
+/// view above is drawn first, into its own rows).
+#[test]
+fn the_hung_block_fits_any_height() {
+    use ncclprof_tui::ui::views::ViewId;
+    for view in [ViewId::Channels, ViewId::Proxy] {
+        for h in 1..16 {
+            let mut app =
+                ncclprof_tui::app::App::new(store_with(&[0, 2, 3], &[1]), true, String::new());
+            app.on_data();
+            app.fit_all();
+            app.view = view;
+            let text = format!("{}", render(&app, 120, h).backend());
+            // Rows for the block once there are 4 for the view's body: its heading whole.
+            if h >= 7 {
+                assert!(
+                    text.contains("hung, still in flight (the plugins' latest summaries):"),
+                    "{view:?} {h}:\n{text}"
+                );
+            }
+            assert!(
+                !text
+                    .lines()
+                    .any(|l| l.contains("procs 4 live/4 · drops 0") && l.contains('█')),
+                "{view:?} {h}:\n{text}"
+            );
+        }
+    }
+}

@@ -54,7 +54,17 @@ pub fn hung_lines(app: &App) -> Vec<(String, bool)> {
             Some(t) => format!("running {}", units::dur(t)),
             None => format!("queued {}", units::dur(o.age_ns)),
         };
-        let (text, behind) = progress(&o.row.steps_done);
+        let steps = &o.row.steps_done;
+        let (text, behind) =
+            if o.row.kind == EventKind::Coll as u8 && steps.len() >= o.row.n_channels as usize {
+                progress(steps)
+            } else {
+                // A send/recv's channels are not 0..n (NCCL spreads them by peer): which of
+                // those listed it runs on is not known here, so no channel is said to be behind.
+                // (Nor in a snapshot written before steps were kept per channel: one sum.)
+                let n: u64 = steps.iter().map(|&x| u64::from(x)).sum();
+                (format!("steps done: {n}"), false)
+            };
         out.push((
             format!(
                 "r{:<3} {what} · {time} · kernel channels ended {}/{} · {text}",
@@ -100,7 +110,9 @@ pub fn split(lines: &[(String, bool)], area: Rect) -> (Rect, Rect) {
     let h = if lines.is_empty() {
         0
     } else {
-        (lines.len() as u16 + 2).min(area.height / 2)
+        (lines.len().min(usize::from(area.height)) as u16)
+            .saturating_add(2)
+            .min(area.height / 2)
     };
     let top = Rect {
         height: area.height - h,
@@ -141,7 +153,7 @@ pub fn render(lines: &[(String, bool)], th: &Theme, area: Rect, buf: &mut Buffer
         put(buf, area.x, y, text, st, area.width);
         y += 1;
     }
-    if shown < lines.len() {
+    if shown < lines.len() && y < area.bottom() {
         put(
             buf,
             area.x,

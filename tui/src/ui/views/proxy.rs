@@ -14,11 +14,20 @@ use crate::ui::views::in_flight;
 use ncclprof_shared::kind::EventKind;
 
 pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    let s = &app.store;
     // The hung ops' progress at the bottom: during a hang, what the window holds is not it.
     let hung = in_flight::hung_lines(app);
-    let (area, below) = in_flight::split(&hung, area);
+    let (top, below) = in_flight::split(&hung, area);
+    // Drawn into a buffer of its own rows: a view squeezed into a few rows is cut there, not
+    // drawn over the block or the status bar.
+    let mut view = Buffer::empty(top);
+    render_window(app, th, top, !hung.is_empty(), &mut view);
+    buf.merge(&view);
     in_flight::render(&hung, th, below, buf);
+}
+
+/// What ended in the window (or in the selected op); `hung`: the block below lists hung ops.
+fn render_window(app: &App, th: &Theme, area: Rect, hung: bool, buf: &mut Buffer) {
+    let s = &app.store;
     // The selected op's time span (on every rank), else the visible window.
     let selected = app.tl.selected.and_then(|k| s.op(k).map(|o| (k, o)));
     let (from, to) = match &selected {
@@ -57,7 +66,7 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             app,
             EventKind::ProxyStep,
             "no ProxyStep events here (network transport only)",
-            !hung.is_empty(),
+            hung,
         );
         put(buf, area.x, area.y + 2, &why, th.dim(), area.width);
         return;
