@@ -380,3 +380,21 @@ fn the_hung_block_fits_any_height() {
         }
     }
 }
+
+/// A hung collective with no proxy step reported (intra-node transports, or ProxyStep off)
+/// says so, rather than "0 steps done".
+#[test]
+fn a_hung_collective_without_steps_says_none_were_reported() {
+    let f = Fixture::default();
+    let mut st = store_with(&[0, 1, 2], &[]);
+    let mut fr = hung_frame(&f, 3);
+    if let Frame::InFlight(i) = &mut fr {
+        i.ops[0].steps_done.clear();
+    }
+    apply(&mut st, 3, &fr);
+    let text = view_text(st, ncclprof_tui::ui::views::ViewId::Proxy, Some(10 * MS));
+    assert!(
+        text.contains("r3   AllReduce seq 6 · running 5.00s · kernel channels ended 1/4 · no proxy steps reported"),
+        "{text}"
+    );
+}

@@ -15,6 +15,7 @@ use crate::model::store::ProcState;
 use crate::model::units;
 use crate::ui::put;
 use crate::ui::theme::Theme;
+use crate::ui::views::timeline::seq_or_peer;
 
 /// One line per rank of the communicator on screen that has a hung op (its oldest one), and
 /// one per rank the timeline's banner names as not having started the hung collective; each
@@ -45,26 +46,23 @@ pub fn hung_lines(app: &App) -> Vec<(String, bool)> {
         let Some(o) = ops.iter().find(|o| o.hung) else {
             continue;
         };
-        let what = if o.row.kind == EventKind::Coll as u8 {
-            format!("{} seq {}", o.func, o.row.seq)
-        } else {
-            format!("{} peer {}", o.func, o.row.seq)
-        };
+        let what = format!("{} {}", o.func, seq_or_peer(o.row.kind, o.row.seq));
         let time = match o.running_ns {
             Some(t) => format!("running {}", units::dur(t)),
             None => format!("queued {}", units::dur(o.age_ns)),
         };
         let steps = &o.row.steps_done;
-        let (text, behind) =
-            if o.row.kind == EventKind::Coll as u8 && steps.len() >= o.row.n_channels as usize {
-                progress(steps)
-            } else {
-                // A send/recv's channels are not 0..n (NCCL spreads them by peer): which of
-                // those listed it runs on is not known here, so no channel is said to be behind.
-                // (Nor in a snapshot written before steps were kept per channel: one sum.)
-                let n: u64 = steps.iter().map(|&x| u64::from(x)).sum();
-                (format!("steps done: {n}"), false)
-            };
+        let (text, behind) = if steps.is_empty()
+            || o.row.kind == EventKind::Coll as u8 && steps.len() >= o.row.n_channels as usize
+        {
+            progress(steps)
+        } else {
+            // A send/recv's channels are not 0..n (NCCL spreads them by peer): which of
+            // those listed it runs on is not known here, so no channel is said to be behind.
+            // (Nor in a snapshot written before steps were kept per channel: one sum.)
+            let n: u64 = steps.iter().map(|&x| u64::from(x)).sum();
+            (format!("steps done: {n}"), false)
+        };
         out.push((
             format!(
                 "r{:<3} {what} · {time} · kernel channels ended {}/{} · {text}",
