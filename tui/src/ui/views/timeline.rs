@@ -483,9 +483,8 @@ fn one_op_banner(h: &crate::model::query::HangSummary, notes: &[String]) -> Stri
     }
 }
 
-/// An op's number as the banner says it: a P2p op's seq field holds its peer (and
-/// channels), not a sequence number.
-/// "seq N" for a collective, "peer N" for a send/recv (whose in-flight `seq` is its peer).
+/// An op's number as the banner says it: "seq N" for a collective, "peer N" for a send/recv,
+/// whose in-flight `seq` field holds its peer (`OpenOp::seq`), not a sequence number.
 pub(crate) fn seq_or_peer(kind: u8, seq: u64) -> String {
     if kind == ncclprof_shared::kind::EventKind::P2p as u8 {
         format!("peer {}", seq as u32)
