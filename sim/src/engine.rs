@@ -665,13 +665,21 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
                     .iter()
                     .any(|h| h.seq == row.k && (h.rank == rank) == mine)
         };
+        // The application blocks (a hung op, or stuck elsewhere) until the run is stopped
+        // (its --duration, a signal): its process stays alive, its op in flight. (It used to
+        // return at once: in a multi-process run the hung rank's process then finalized and
+        // exited within a second, so a viewer never saw the hang.) With --iterations the
+        // thread ends at once and the other ranks finish.
+        let block = || {
+            while duration_mode && !sh.stopped() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
         if listed(&cfg.absent, true) {
             // This rank's application is stuck elsewhere and never calls the operation its
             // peers wait in: it makes no call at all from here on, and its process stays
             // (its plugin keeps reporting nothing in flight for it), as a real one would.
-            while duration_mode && !sh.stopped() {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            block();
             break;
         }
         // backpressure: at most 2 calls in flight per communicator
@@ -715,12 +723,10 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
         // Hung: this rank's op never finishes (--hang), or a peer never joins it (--absent).
         let hang = listed(&cfg.hang, true) || listed(&cfg.absent, false);
         if spec.tasks.is_empty() {
-            if hang && row.comm == 0 {
+            if hang {
                 // A hung call with nothing to launch (size 0): the application blocks all
-                // the same, as below.
-                while duration_mode && !sh.stopped() {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+                // the same.
+                block();
                 break;
             }
             continue;
@@ -771,14 +777,8 @@ fn app_thread(sh: &Arc<Shared>, rank: usize, crs: &[Arc<CommRank>]) {
             a.call(cr, ci, &row, &spec, hang, cb_tx.as_ref());
         }
         if hang {
-            // The application blocks on the hung operation, as a real one does inside NCCL,
-            // until the run is stopped (its --duration, a signal): its process stays alive,
-            // its op in flight. (It used to return at once: in a multi-process run the hung
-            // rank's process then finalized and exited within a second, so a viewer never saw
-            // the hang.) With --iterations the thread ends here and the other ranks finish.
-            while duration_mode && !sh.stopped() {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            // The application blocks on the hung operation, as a real one does inside NCCL.
+            block();
             break;
         }
         if let Some(d) = cfg.die
