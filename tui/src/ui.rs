@@ -101,20 +101,22 @@ fn header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             area.right().saturating_sub(x),
         );
     }
-    if let Some(g) = app.store.comm_group(app.comm) {
-        let name = if g.name.is_empty() {
+    let name_of = |g: &crate::model::store::CommGroup| {
+        if g.name.is_empty() {
             format!("{:x}", g.hash)
         } else {
             g.name.clone()
-        };
+        }
+    };
+    if let Some(g) = app.store.comm_group(app.comm) {
         let text = format!(
             "│ comm {} ({}/{}) {} ranks",
-            name,
+            name_of(g),
             app.comm + 1,
             app.store.comms.len(),
             g.nranks
         );
-        put(
+        x = put(
             buf,
             x,
             area.y,
@@ -122,6 +124,35 @@ fn header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             th.bold(),
             area.right().saturating_sub(x),
         );
+    }
+    // A hang in a communicator not on screen: every view of this one may look merely idle
+    // (its ranks blocked behind the other), so the header says where to go.
+    if app.store.comms.len() > 1 {
+        let elsewhere: Vec<String> = app
+            .store
+            .hung_comms()
+            .into_iter()
+            .filter(|&c| c != app.comm)
+            .map(|c| {
+                format!(
+                    "{} ({}/{})",
+                    name_of(&app.store.comms[c]),
+                    c + 1,
+                    app.store.comms.len()
+                )
+            })
+            .collect();
+        if !elsewhere.is_empty() {
+            let text = format!(" ⚠ HUNG in comm {} (press c)", elsewhere.join(", "));
+            put(
+                buf,
+                x,
+                area.y,
+                &text,
+                th.bad(),
+                area.right().saturating_sub(x),
+            );
+        }
     }
 }
 

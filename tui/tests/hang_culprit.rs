@@ -398,3 +398,46 @@ fn a_hung_collective_without_steps_says_none_were_reported() {
         "{text}"
     );
 }
+
+/// A job has several communicators (data, tensor, pipeline parallel): when the one on screen
+/// is not the one hung, its ranks merely look idle, so the header points to the hung one.
+#[test]
+fn the_header_points_to_a_hang_in_another_communicator() {
+    use ncclprof_shared::wire::{CommInfo, Meta};
+    let f = Fixture::default();
+    let mut st = store_with(&[0, 1, 2, 3], &[]);
+    for r in 0..f.ranks {
+        let comm = |index: u32, comm_hash: u64, name: &str| CommInfo {
+            index,
+            comm_hash,
+            name: name.into(),
+            nranks: f.ranks,
+            nnodes: 1,
+            rank: r,
+            api_version: 6,
+            finalized: false,
+        };
+        let meta = Frame::Meta(Meta {
+            comms: vec![comm(0, HASH, "world"), comm(1, HASH + 1, "tp")],
+            strings: Vec::new(),
+        });
+        apply(&mut st, r, &meta);
+    }
+    assert_eq!(st.comms.len(), 2);
+    assert_eq!(st.hung_comms(), vec![0]);
+    let header = |st: &Store, comm: usize| {
+        let mut app = ncclprof_tui::app::App::new(st.clone(), true, String::new());
+        app.on_data();
+        app.comm = comm;
+        let text = format!("{}", render(&app, 160, 10).backend());
+        text.lines().next().unwrap().to_string()
+    };
+    let on_tp = header(&st, 1);
+    assert!(on_tp.contains("comm tp (2/2)"), "{on_tp}");
+    assert!(on_tp.contains("⚠ HUNG in comm world (1/2) (press c)"), "{on_tp}");
+    let on_world = header(&st, 0);
+    assert!(!on_world.contains("HUNG in comm"), "{on_world}");
+    // Nothing hung: nothing said.
+    let idle = store_with(&[], &[]);
+    assert!(idle.hung_comms().is_empty());
+}

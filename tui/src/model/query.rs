@@ -351,6 +351,40 @@ impl Store {
             .collect()
     }
 
+    /// Communicators (indices into `comms`) with a hung op, so that the header can point to
+    /// a hang in one not on screen (a job has several: data, tensor, pipeline parallel).
+    /// Only those with an op in flight longer than the hang floor are judged, so a job
+    /// without a hang costs one pass over the in-flight lists.
+    pub fn hung_comms(&self) -> Vec<usize> {
+        let mut long: std::collections::HashSet<(usize, u32)> = Default::default();
+        for (pi, p) in self.procs.iter().enumerate() {
+            let now = p.open_at.max(self.t_max).max(self.t_now);
+            for o in &p.open_ops {
+                if now.saturating_sub(o.start) > analysis::HUNG_MIN_NS {
+                    long.insert((pi, o.comm));
+                }
+            }
+        }
+        if long.is_empty() {
+            return Vec::new();
+        }
+        (0..self.comms.len())
+            .filter(|&c| {
+                self.comms[c]
+                    .members
+                    .iter()
+                    .any(|m| long.contains(&(m.proc, m.comm)))
+            })
+            .filter(|&c| {
+                let rows = self.lane_rows(c);
+                self.open_ops_of_rows(c, &rows)
+                    .iter()
+                    .flatten()
+                    .any(|o| o.hung)
+            })
+            .collect()
+    }
+
     /// The hung ops of a communicator over all its ranks (not only those on screen), and for
     /// the oldest one's collective the ranks that have not started it ([`HangSummary`]).
     pub fn hang_summary(&self, comm: usize, rows: &[LaneRow]) -> Option<HangSummary> {
