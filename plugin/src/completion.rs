@@ -25,7 +25,7 @@ use smallvec::SmallVec;
 
 use ncclprof_shared::kind::{EventKind, state as st};
 use ncclprof_shared::record::*;
-use ncclprof_shared::wire::{DropReason, InFlight, OpenOp};
+use ncclprof_shared::wire::{DropReason, InFlight, OpenOp, OpenStep};
 
 use crate::gpuclock::GpuClock;
 use crate::history::Sink;
@@ -1478,27 +1478,45 @@ impl<S: Sink> Completion<S> {
                         .unwrap_or_default(),
                     channels_done: o.kernels_done,
                     n_channels: u32::from(o.rec.sub),
+                    oldest_step: None,
                 }
             })
             .collect();
-        // Steps of ops still open count too: a hung collective shows how far each channel got.
+        // Its ProxyOps still open: the steps they finished count too (a hung collective shows
+        // how far each channel got), and their oldest open step is where it waits.
         let at: HashMap<u64, usize> = ops.iter().enumerate().map(|(i, o)| (o.id, i)).collect();
         for o in self.table.values() {
-            if o.steps_finished == 0 || o.rec.flags & F_FOREIGN != 0 {
+            if o.rec.flags & F_FOREIGN != 0 {
                 continue;
             }
             let Some(&i) = at.get(&o.rec.parent) else {
                 continue;
             };
             let coll = &mut ops[i];
-            // (Channel index as `op_left` counts it, so an op's steps stay on one channel
-            // when it stops.)
-            let ch = usize::from(o.rec.sub) % 64;
-            let len = (coll.n_channels.clamp(1, 64) as usize).max(ch + 1);
-            if coll.steps_done.len() < len {
-                coll.steps_done.resize(len, 0);
+            if o.steps_finished > 0 {
+                // (Channel index as `op_left` counts it, so an op's steps stay on one channel
+                // when it stops.)
+                let ch = usize::from(o.rec.sub) % 64;
+                let len = (coll.n_channels.clamp(1, 64) as usize).max(ch + 1);
+                if coll.steps_done.len() < len {
+                    coll.steps_done.resize(len, 0);
+                }
+                coll.steps_done[ch] += o.steps_finished;
             }
-            coll.steps_done[ch] += o.steps_finished;
+            for &(step, id) in &o.steps {
+                // (In `table` when its slot in `steps_open` was taken.)
+                let start = match self.steps_open.get(id) {
+                    Some(r) => r.start_ns,
+                    None => self.table.get(&id).map_or(0, |s| s.rec.start_ns),
+                };
+                if start != 0 && coll.oldest_step.is_none_or(|s| start < s.start_ns) {
+                    coll.oldest_step = Some(OpenStep {
+                        channel: o.rec.sub,
+                        step,
+                        start_ns: start,
+                    });
+                }
+            }
         }
         let total = ops.len() as u32;
         ops.sort_unstable_by_key(|o| o.start_ns);
@@ -1974,6 +1992,10 @@ mod tests {
         let o = &inflight.ops[0];
         assert_eq!(o.id, coll);
         assert_eq!(o.steps_done, vec![0, 3, 2, 0]);
+        // Where it waits: channel 2's step 2, open.
+        let oldest = o.oldest_step.expect("an open step");
+        assert_eq!((oldest.channel, oldest.step), (2, 2));
+        assert!(oldest.start_ns > 0);
         // An op on channel 66 (beyond 64: bad input, or a future NCCL) counts on channel 2 the
         // same way while open and once stopped.
         let odd = op_on(&mut f, 66);
@@ -1993,6 +2015,8 @@ mod tests {
         let inflight = c.in_flight(f.ts, 16);
         assert_eq!(inflight.total, 1);
         assert_eq!(inflight.ops[0].steps_done, vec![0, 3, 4, 0]);
+        // No step open any more (channel 66's op stopped with its step done).
+        assert_eq!(inflight.ops[0].oldest_step, None);
     }
 
     /// A send/recv in flight: its peer in `seq` (it has no seq), and the steps of channels
@@ -2036,6 +2060,8 @@ mod tests {
         let o = &inflight.ops[0];
         assert_eq!((o.id, o.seq, o.n_channels), (p2p, 5, 2));
         assert_eq!(o.steps_done, vec![0, 0, 2, 1]);
+        let oldest = o.oldest_step.expect("an open step");
+        assert_eq!((oldest.channel, oldest.step), (3, 1));
     }
 
     /// The in-flight summary says when an open collective started to run: its first kernel

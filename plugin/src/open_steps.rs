@@ -65,6 +65,12 @@ impl OpenSteps {
     }
 
     #[inline]
+    pub fn get(&self, id: u64) -> Option<&EventRecord> {
+        let i = slot(id);
+        (self.ids[i] == id && id != 0).then(|| &self.recs[i])
+    }
+
+    #[inline]
     pub fn get_mut(&mut self, id: u64) -> Option<&mut EventRecord> {
         let i = slot(id);
         (self.ids[i] == id && id != 0).then(|| &mut self.recs[i])

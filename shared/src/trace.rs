@@ -332,7 +332,7 @@ fn write_in_flight<R>(
             sep(out)?;
             write!(
                 out,
-                "{{\"ph\":\"X\",\"name\":{},\"cat\":\"InFlight\",\"pid\":{tpid},\"tid\":{TID_OPS},\"ts\":{},\"dur\":{},\"args\":{{\"InFlight\":true,\"Kind\":\"{kind}\",\"{seq_key}\":{},\"AgeUs\":{},\"RunningUs\":{},\"StepsDone\":{},\"ChannelsDone\":{},\"nChannels\":{},\"Rank\":{}}}}}",
+                "{{\"ph\":\"X\",\"name\":{},\"cat\":\"InFlight\",\"pid\":{tpid},\"tid\":{TID_OPS},\"ts\":{},\"dur\":{},\"args\":{{\"InFlight\":true,\"Kind\":\"{kind}\",\"{seq_key}\":{},\"AgeUs\":{},\"RunningUs\":{},\"StepsDone\":{},\"ChannelsDone\":{},\"nChannels\":{},\"Rank\":{},\"OldestOpenStep\":{}}}}}",
                 Js(&format!("{name} (in flight)")),
                 us(o.start_ns),
                 us(f.at_ns.saturating_sub(o.start_ns)),
@@ -347,7 +347,14 @@ fn write_in_flight<R>(
                 o.steps_done.iter().map(|&s| u64::from(s)).sum::<u64>(),
                 o.channels_done,
                 o.n_channels,
-                rank
+                rank,
+                // Where it waits: channel, step, open for how long (null: none open).
+                o.oldest_step.map_or("null".to_string(), |s| format!(
+                    "{{\"Channel\":{},\"Step\":{},\"OpenUs\":{}}}",
+                    s.channel,
+                    s.step,
+                    us(f.at_ns.saturating_sub(s.start_ns))
+                ))
             )?;
         }
     }
@@ -380,6 +387,9 @@ fn other_data(procs: &[Process], totals: &Totals) -> serde_json::Value {
                         "func": o.func, "start_ns": o.start_ns, "exec_start_ns": o.exec_start_ns,
                         "steps_done": o.steps_done,
                         "channels_done": o.channels_done, "n_channels": o.n_channels,
+                        "oldest_step": o.oldest_step.map(|s| json!({
+                            "channel": s.channel, "step": s.step, "start_ns": s.start_ns,
+                        })),
                     })).collect::<Vec<_>>(),
                 })),
             })
@@ -607,6 +617,7 @@ mod tests {
             steps_done: vec![],
             channels_done: 0,
             n_channels: 0,
+            oldest_step: None,
         };
         let flight = |ops| {
             Some(InFlight {
@@ -678,6 +689,7 @@ mod tests {
             steps_done: vec![0, 0, 2, 1],
             channels_done: 0,
             n_channels: 2,
+            oldest_step: None,
         };
         let procs = vec![Process {
             in_flight: Some(InFlight {
@@ -697,6 +709,7 @@ mod tests {
             .filter(|e| e["cat"] == "InFlight")
             .collect();
         assert_eq!(spans[0]["args"]["Peer"], 5);
+        assert_eq!(spans[0]["args"]["OldestOpenStep"], serde_json::Value::Null);
         assert!(spans[0]["args"].get("SeqNum").is_none());
         assert_eq!(spans[0]["args"]["StepsDone"], 3);
         assert_eq!(spans[1]["args"]["SeqNum"], 7);

@@ -231,6 +231,17 @@ pub struct OpenOp {
     /// Kernel channels finished so far.
     pub channels_done: u32,
     pub n_channels: u32,
+    /// Its oldest proxy step still open, if any: where a hung op waits.
+    pub oldest_step: Option<OpenStep>,
+}
+
+/// A proxy step started and not yet stopped (its ProxyOp's channel, the step's index in the
+/// op, its start, host ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenStep {
+    pub channel: u8,
+    pub step: u32,
+    pub start_ns: u64,
 }
 
 /// Periodic summary of what is in flight (so a hung collective is visible as hung).
@@ -604,7 +615,7 @@ mod tests {
         let bytes = encode(&Frame::Hello(hello())).unwrap();
         assert_eq!(
             &bytes[..16],
-            &[b'N', b'C', b'P', b'F', 3, 0, 1, 0, 40, 0, 0, 0, 0, 0, 0, 0]
+            &[b'N', b'C', b'P', b'F', 4, 0, 1, 0, 40, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(bytes.len(), 56);
     }

@@ -196,7 +196,7 @@ fn the_viewer_names_the_rank_absent_from_a_hung_allreduce() {
     assert_eq!(h.not_started[0].last.map(|(seq, _)| seq), Some(4), "{h:?}");
     // And the timeline says so.
     app.fit_all();
-    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(200, 20)).unwrap();
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(240, 20)).unwrap();
     term.draw(|f| ncclprof_tui::ui::render(f, &app)).unwrap();
     let screen = format!("{}", term.backend());
     assert!(
@@ -204,7 +204,7 @@ fn the_viewer_names_the_rank_absent_from_a_hung_allreduce() {
             && l.contains("on 3 of 4 ranks; not started on rank 2")),
         "{screen}"
     );
-    // The Channels view says how far each rank got, rank 2 not at all.
+    // The Channels view says where each rank waits and how far it got, rank 2 not at all.
     app.view = ncclprof_tui::ui::views::ViewId::Channels;
     term.draw(|f| ncclprof_tui::ui::render(f, &app)).unwrap();
     let screen = format!("{}", term.backend());
@@ -217,6 +217,7 @@ fn the_viewer_names_the_rank_absent_from_a_hung_allreduce() {
             screen
                 .lines()
                 .any(|l| l.contains(&format!("r{r}   AllReduce seq 5 · running"))
+                    && l.contains("· oldest open step: ch ")
                     && l.contains("steps done per channel")),
             "rank {r}:\n{screen}"
         );

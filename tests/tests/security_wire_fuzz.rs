@@ -119,6 +119,7 @@ fn valid_frames() -> Vec<Vec<u8>> {
                 steps_done: vec![1, 2],
                 channels_done: 1,
                 n_channels: 2,
+                oldest_step: None,
             }],
             total: 1,
         }),

@@ -251,6 +251,7 @@ fn run(total: usize, cap: usize, frames: usize) {
                         steps_done: vec![0; 8],
                         channels_done: 0,
                         n_channels: 8,
+                        oldest_step: None,
                     })
                     .collect();
                 let f = Frame::InFlight(InFlight {

@@ -144,6 +144,13 @@ fn a_hung_jobs_snapshot_shows_what_it_hangs_on_in_perfetto_and_in_open() {
     assert_eq!(h["dur"].as_f64().unwrap(), 5_000_000.0);
     assert_eq!(h["args"]["StepsDone"], 1);
     assert_eq!(h["args"]["ChannelsDone"], 1);
+    // Where it waits: channel 1's step 0, open 4 s (since 1 s into the op).
+    assert_eq!(h["args"]["OldestOpenStep"]["Channel"], 1);
+    assert_eq!(h["args"]["OldestOpenStep"]["Step"], 0);
+    assert_eq!(
+        h["args"]["OldestOpenStep"]["OpenUs"].as_f64().unwrap(),
+        4_000_000.0
+    );
     assert!(h["args"].get("ncclprof").is_none());
     // On rank 2's own lane, beside its completed collectives.
     let lane = evs

@@ -247,13 +247,13 @@ fn view_text(st: Store, view: ncclprof_tui::ui::views::ViewId, after: Option<u64
         app.tl.end = app.store.t_now + after;
     }
     app.view = view;
-    format!("{}", render(&app, 140, 30).backend())
+    format!("{}", render(&app, 200, 30).backend())
 }
 
 /// During a hang nothing ends, so the Channels and Proxy views, which show what ended in the
 /// window, are empty just when the user comes to ask which channel is stuck: under both, how
-/// far each hung rank got (kernel channels ended, proxy steps done per channel, the channels
-/// behind) and which rank has not started, from the in-flight summaries; and the empty view
+/// far each hung rank got (its oldest open step, kernels ended, proxy steps done per
+/// channel, the channels behind) and which rank has not started, from the in-flight summaries; and the empty view
 /// says the job is hung, not that the events may be off in the mask.
 #[test]
 fn channels_and_proxy_views_show_how_far_the_hung_ranks_got() {
@@ -266,7 +266,8 @@ fn channels_and_proxy_views_show_how_far_the_hung_ranks_got() {
             for r in [0, 2, 3] {
                 assert!(
                     has(&format!(
-                        "r{r}   AllReduce seq 6 · running 5.00s · kernel channels ended 1/4 · \
+                        "r{r}   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 \
+                         (4.00s) · kernels ended 1/4 · \
                          steps done per channel: 1 0 0 0 · behind: ch 1, 2, 3 (0 of up to 1)"
                     )),
                     "{view:?} rank {r}:\n{text}"
@@ -337,15 +338,13 @@ fn hung_p2p_and_summed_steps_are_told_in_all() {
     for r in 0..3 {
         assert!(
             text.contains(&format!(
-                "r{r}   AllReduce peer 5 · running 5.00s · kernel channels ended 1/2 · steps done: 3"
+                "r{r}   AllReduce peer 5 · running 5.00s · oldest open step: ch 1 step 0 (4.00s) · kernels ended 1/2 · steps done: 3"
             )),
             "rank {r}:\n{text}"
         );
     }
     assert!(
-        text.contains(
-            "r3   AllReduce seq 6 · running 5.00s · kernel channels ended 1/4 · steps done: 48"
-        ),
+        text.contains("r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 (4.00s) · kernels ended 1/4 · steps done: 48"),
         "{text}"
     );
     assert!(!text.contains("behind"), "{text}");
@@ -394,7 +393,9 @@ fn a_hung_collective_without_steps_says_none_were_reported() {
     apply(&mut st, 3, &fr);
     let text = view_text(st, ncclprof_tui::ui::views::ViewId::Proxy, Some(10 * MS));
     assert!(
-        text.contains("r3   AllReduce seq 6 · running 5.00s · kernel channels ended 1/4 · no proxy steps reported"),
+        text.contains(
+            "r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 (4.00s) · kernels ended 1/4 · no proxy steps reported"
+        ),
         "{text}"
     );
 }
@@ -434,7 +435,10 @@ fn the_header_points_to_a_hang_in_another_communicator() {
     };
     let on_tp = header(&st, 1);
     assert!(on_tp.contains("comm tp (2/2)"), "{on_tp}");
-    assert!(on_tp.contains("⚠ HUNG in comm world (1/2) (press c)"), "{on_tp}");
+    assert!(
+        on_tp.contains("⚠ HUNG in comm world (1/2) (press c)"),
+        "{on_tp}"
+    );
     let on_world = header(&st, 0);
     assert!(!on_world.contains("HUNG in comm"), "{on_world}");
     // Nothing hung: nothing said.

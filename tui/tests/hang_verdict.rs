@@ -31,6 +31,7 @@ fn open_op(seq: u64, start: u64, exec: u64) -> OpenOp {
         steps_done: vec![0, 0],
         channels_done: 0,
         n_channels: 2,
+        oldest_step: None,
     }
 }
 

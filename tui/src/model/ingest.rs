@@ -215,6 +215,7 @@ pub fn apply_frame(store: &mut Store, src: u32, pid: u32, frame: Frame) {
                     steps_done: o.steps_done,
                     channels_done: o.channels_done,
                     n_channels: o.n_channels,
+                    oldest_step: o.oldest_step,
                 })
                 .collect();
             store.t_now = store.t_now.max(f.at_ns);

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use ncclprof_shared::kind::EventKind;
 use ncclprof_shared::record::{EventRecord, F_END_KNOWN, F_END_UNKNOWN, F_SEND, pack_strings};
-use ncclprof_shared::wire::{CommInfo, Counters, Frame, InFlight, Meta, OpenOp, PluginHello};
+use ncclprof_shared::wire::{
+    CommInfo, Counters, Frame, InFlight, Meta, OpenOp, OpenStep, PluginHello,
+};
 use serde_json::Value;
 
 use super::ingest::{self, SourceMsg};
@@ -646,32 +648,40 @@ fn snapshot_frames(
 
 /// `otherData.processes[].in_flight` → the summary frame it was written from.
 fn in_flight_of(f: &Value) -> InFlight {
-    let ops = f
-        .get("ops")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|o| OpenOp {
-                    comm: u(o, "comm") as u32,
-                    rank: o.get("rank").and_then(Value::as_i64).unwrap_or(-1) as i32,
-                    kind: u(o, "kind") as u8,
-                    id: u(o, "id"),
-                    seq: u(o, "seq"),
-                    func: u(o, "func") as u16,
-                    start_ns: u(o, "start_ns"),
-                    // 0 (not known) in snapshots written before it was recorded.
-                    exec_start_ns: u(o, "exec_start_ns"),
-                    steps_done: o
-                        .get("steps_done")
-                        .and_then(Value::as_array)
-                        .map(|s| s.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect())
-                        .unwrap_or_default(),
-                    channels_done: u(o, "channels_done") as u32,
-                    n_channels: u(o, "n_channels") as u32,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let ops =
+        f.get("ops")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|o| OpenOp {
+                        comm: u(o, "comm") as u32,
+                        rank: o.get("rank").and_then(Value::as_i64).unwrap_or(-1) as i32,
+                        kind: u(o, "kind") as u8,
+                        id: u(o, "id"),
+                        seq: u(o, "seq"),
+                        func: u(o, "func") as u16,
+                        start_ns: u(o, "start_ns"),
+                        // 0 (not known) in snapshots written before it was recorded.
+                        exec_start_ns: u(o, "exec_start_ns"),
+                        steps_done: o
+                            .get("steps_done")
+                            .and_then(Value::as_array)
+                            .map(|s| s.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect())
+                            .unwrap_or_default(),
+                        channels_done: u(o, "channels_done") as u32,
+                        n_channels: u(o, "n_channels") as u32,
+                        // (Not in snapshots written before it was recorded.)
+                        oldest_step: o.get("oldest_step").filter(|s| !s.is_null()).map(|s| {
+                            OpenStep {
+                                channel: u(s, "channel") as u8,
+                                step: u(s, "step") as u32,
+                                start_ns: u(s, "start_ns"),
+                            }
+                        }),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
     InFlight {
         at_ns: u(f, "at_ns"),
         total: u(f, "total") as u32,

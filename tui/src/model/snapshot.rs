@@ -261,6 +261,7 @@ fn in_flight(store: &Store, proc: usize) -> Option<InFlight> {
             steps_done: o.steps_done.clone(),
             channels_done: o.channels_done,
             n_channels: o.n_channels,
+            oldest_step: o.oldest_step,
         })
         .collect();
     let gone = p.open_ops.len() - ops.len();

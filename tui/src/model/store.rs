@@ -834,6 +834,8 @@ pub struct OpenRow {
     pub steps_done: Vec<u32>,
     pub channels_done: u32,
     pub n_channels: u32,
+    /// Its oldest proxy step still open: where a hung op waits.
+    pub oldest_step: Option<ncclprof_shared::wire::OpenStep>,
 }
 
 /// One plugin process.

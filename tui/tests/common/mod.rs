@@ -242,6 +242,12 @@ pub fn hung_frame(f: &Fixture, r: i32) -> Frame {
             steps_done: vec![1, 0, 0, 0],
             channels_done: 1,
             n_channels: 4,
+            // Channel 1's first step, open since 1 s into the op.
+            oldest_step: Some(ncclprof_shared::wire::OpenStep {
+                channel: 1,
+                step: 0,
+                start_ns: start + 1_000 * MS,
+            }),
         }],
         total: 1,
     })

@@ -1,8 +1,9 @@
 //! How far the hung ops got, for the Channels and Proxy views: during a hang nothing ends, so
 //! a window of finished kernels and steps is empty just when the user comes to ask which
-//! channel is stuck. The plugins' in-flight summaries still say, per op, how many kernel
-//! channels have ended and how many proxy steps each channel has done; the channel behind the
-//! others is where the collective stopped.
+//! channel is stuck. The plugins' in-flight summaries still say, per op, its oldest proxy
+//! step still open (channel, step, since when: where it waits), how many kernel channels have
+//! ended and how many proxy steps each channel has done; a channel behind the others is
+//! where the collective stopped.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -63,9 +64,20 @@ pub fn hung_lines(app: &App) -> Vec<(String, bool)> {
             let n: u64 = steps.iter().map(|&x| u64::from(x)).sum();
             (format!("steps done: {n}"), false)
         };
+        // Where it waits: its oldest step still open, and for how long (first: the steps'
+        // list after it may run past the screen's edge).
+        let waits = o.row.oldest_step.map_or(String::new(), |st| {
+            let open = (o.row.start + o.age_ns).saturating_sub(st.start_ns);
+            format!(
+                " · oldest open step: ch {} step {} ({})",
+                st.channel,
+                st.step,
+                units::dur(open)
+            )
+        });
         out.push((
             format!(
-                "r{:<3} {what} · {time} · kernel channels ended {}/{} · {text}",
+                "r{:<3} {what} · {time}{waits} · kernels ended {}/{} · {text}",
                 r.rank, o.row.channels_done, o.row.n_channels
             ),
             behind,
