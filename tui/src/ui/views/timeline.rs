@@ -143,6 +143,9 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 lo = lo.min(*a);
             }
         }
+        row(app, th, r, &strag, (from, span, cell), (x0, y, tw), buf);
+        // The tags last: a hung op that starts past the window's end is tagged at its edge,
+        // where the completed ops drawn after it covered the tag's first letters.
         for (a, b, _) in open.iter().filter(|(.., o)| o.hung) {
             let tag = " HUNG ";
             let tx = (x0 + b).saturating_sub(tag.len() as u16).max(x0 + a);
@@ -155,7 +158,6 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 area.right() - tx,
             );
         }
-        row(app, th, r, &strag, (from, span, cell), (x0, y, tw), buf);
     }
     // Over every rank, not only the rows on screen.
     if let Some(h) = s.hang_summary_of(&rows, &open_all) {
