@@ -445,3 +445,28 @@ fn the_header_points_to_a_hang_in_another_communicator() {
     let idle = store_with(&[], &[]);
     assert!(idle.hung_comms().is_empty());
 }
+
+/// The window fitted to the completed ops (as an opened snapshot is): rank 2's hung op was
+/// enqueued while its last completed one ran, so the tag at the window's edge lies over that
+/// op's bar, and must read whole (the completed ops were drawn after it, '███UNG').
+#[test]
+fn a_hung_tag_over_completed_ops_reads_whole() {
+    let f = Fixture::default();
+    let mut st = store(&f);
+    let mut fr = hung_frame(&f, 2);
+    if let Frame::InFlight(i) = &mut fr {
+        // Enqueued 1 ms into its last completed op (seq 5), which ends 2 ms later.
+        i.ops[0].start_ns = op_start(&f, 2, f.seqs - 1) + MS;
+        i.ops[0].exec_start_ns = 0;
+    }
+    apply(&mut st, 2, &fr);
+    let mut app = ncclprof_tui::app::App::new(st, true, String::new());
+    app.on_data();
+    app.fit_all();
+    let text = format!("{}", render(&app, 100, 12).backend());
+    let r2 = text
+        .lines()
+        .find(|l| l.contains(" r2 "))
+        .unwrap_or_else(|| panic!("no row r2:\n{text}"));
+    assert!(r2.contains(" HUNG "), "{text}");
+}
