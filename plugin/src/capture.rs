@@ -1,6 +1,7 @@
 //! What runs on NCCL's threads: timestamp, id, one 64-byte record pushed to this thread's
 //! ring — except a ProxyStep's states, which go into the step's entry of the ring's phases
-//! table and reach the ring with its stop (`step_phases`). Nothing else — no allocation, no
+//! table and reach the ring with its stop (`step_phases`), the latest also into a word the
+//! drain may read while the step is open (`Ring::publish_state`: what a hung step waits on). Nothing else — no allocation, no
 //! lock, no syscall (the clock is a counter read), no waiting. All interpretation happens
 //! later on the drain thread (`completion`).
 
@@ -136,6 +137,8 @@ pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 
         // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
         let ts = if ph.needs_time(state) { now_raw() } else { 0 };
         ph.record(state, ts, a0);
+        // For the drain, should the step stay open (hung): what it waits on.
+        ring.publish_state(handle::seq_of(id), state.clamp(0, 255) as u8);
         return;
     }
     ring.push(&Raw {

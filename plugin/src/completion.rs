@@ -1447,8 +1447,14 @@ impl<S: Sink> Completion<S> {
         self.conns.clear();
     }
 
-    /// Open collectives and p2p ops, oldest first (at most `limit`).
-    pub fn in_flight(&self, now: u64, limit: usize) -> InFlight {
+    /// Open collectives and p2p ops, oldest first (at most `limit`); `state_of` gives the
+    /// state an open ProxyStep last published, by its id ([`crate::ring::Ring::published_state`]).
+    pub fn in_flight(
+        &self,
+        now: u64,
+        limit: usize,
+        state_of: impl Fn(u64) -> Option<u8>,
+    ) -> InFlight {
         let mut ops: Vec<OpenOp> = self
             .table
             .values()
@@ -1514,6 +1520,7 @@ impl<S: Sink> Completion<S> {
                         channel: o.rec.sub,
                         step,
                         start_ns: start,
+                        state: state_of(id).unwrap_or(0),
                     });
                 }
             }
@@ -1985,9 +1992,11 @@ mod tests {
             let id = f.step_start(open, s);
             f.step_end(id);
         }
-        f.step_start(open, 2);
+        let waiting = f.step_start(open, 2);
         f.run(&mut c);
-        let inflight = c.in_flight(f.ts, 16);
+        // The state it published, asked for by its id.
+        let state_of = |id| (id == waiting).then_some(st::PROXY_STEP_SEND_PEER_WAIT as u8);
+        let inflight = c.in_flight(f.ts, 16, state_of);
         assert_eq!(inflight.total, 1);
         let o = &inflight.ops[0];
         assert_eq!(o.id, coll);
@@ -1995,6 +2004,7 @@ mod tests {
         // Where it waits: channel 2's step 2, open.
         let oldest = o.oldest_step.expect("an open step");
         assert_eq!((oldest.channel, oldest.step), (2, 2));
+        assert_eq!(u32::from(oldest.state), st::PROXY_STEP_SEND_PEER_WAIT);
         assert!(oldest.start_ns > 0);
         // An op on channel 66 (beyond 64: bad input, or a future NCCL) counts on channel 2 the
         // same way while open and once stopped.
@@ -2002,17 +2012,23 @@ mod tests {
         let id = f.step_start(odd, 0);
         f.step_end(id);
         f.run(&mut c);
-        assert_eq!(c.in_flight(f.ts, 16).ops[0].steps_done, vec![0, 3, 3, 0]);
+        assert_eq!(
+            c.in_flight(f.ts, 16, |_| None).ops[0].steps_done,
+            vec![0, 3, 3, 0]
+        );
         f.stop(EventKind::ProxyOp, odd);
         f.run(&mut c);
-        assert_eq!(c.in_flight(f.ts, 16).ops[0].steps_done, vec![0, 3, 3, 0]);
+        assert_eq!(
+            c.in_flight(f.ts, 16, |_| None).ops[0].steps_done,
+            vec![0, 3, 3, 0]
+        );
         // The open op finishing moves its steps onto the collective, counted once.
         let last = handle::make(EventKind::ProxyStep, 3, f.seq - 2);
         f.step_end(last);
         f.stop(EventKind::ProxyOp, open);
         f.run(&mut c);
         // (Still in flight: a collective completes after one quiet pass.)
-        let inflight = c.in_flight(f.ts, 16);
+        let inflight = c.in_flight(f.ts, 16, |_| None);
         assert_eq!(inflight.total, 1);
         assert_eq!(inflight.ops[0].steps_done, vec![0, 3, 4, 0]);
         // No step open any more (channel 66's op stopped with its step done).
@@ -2056,7 +2072,7 @@ mod tests {
         f.step_end(id);
         f.step_start(open, 1);
         f.run(&mut c);
-        let inflight = c.in_flight(f.ts, 16);
+        let inflight = c.in_flight(f.ts, 16, |_| None);
         let o = &inflight.ops[0];
         assert_eq!((o.id, o.seq, o.n_channels), (p2p, 5, 2));
         assert_eq!(o.steps_done, vec![0, 0, 2, 1]);
@@ -2070,7 +2086,7 @@ mod tests {
     /// soon as it is posted, while the GPU may still be busy with what precedes the op).
     #[test]
     fn in_flight_ops_carry_when_they_started_to_run() {
-        let exec = |c: &Completion, f: &Feed| c.in_flight(f.ts, 16).ops[0].exec_start_ns;
+        let exec = |c: &Completion, f: &Feed| c.in_flight(f.ts, 16, |_| None).ops[0].exec_start_ns;
         let progress = |f: &mut Feed, coll: u64| {
             let op = f.id(EventKind::ProxyOp);
             f.push(OP_START, EventKind::ProxyOp, op, coll, 0, [0, 1 << 8, 8, 0]);
@@ -2132,7 +2148,7 @@ mod tests {
         f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
         let kernel_at = f.ts;
         out.extend(f.run(&mut c));
-        let in_flight = c.in_flight(f.ts, 16).ops[0].exec_start_ns;
+        let in_flight = c.in_flight(f.ts, 16, |_| None).ops[0].exec_start_ns;
         f.push(
             OP_STATE,
             EventKind::KernelCh,

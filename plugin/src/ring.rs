@@ -131,6 +131,10 @@ pub struct Ring {
     slots: *mut Raw,
     /// The owner's open ProxySteps' states ([`step_phases::SLOTS`] entries, owner-only).
     phases: *mut Phases,
+    /// The state each open ProxyStep last recorded, by its entry in `phases`, for the drain to
+    /// read while the step is open (a hung one: what it waits on). Owner writes, drain reads;
+    /// see [`Ring::publish_state`]. `SLOTS` words after the largest ring's slots.
+    published: *const AtomicU64,
     /// Bytes of the ring's mapping (phases, then slots), from the start, the drain has
     /// faulted in (drain-only).
     populated: AtomicUsize,
@@ -138,7 +142,7 @@ pub struct Ring {
 
 // SAFETY: `slots` is accessed SPSC-style (producer writes below head, consumer reads between
 // tail and head) with acquire/release ordering; `seq`, `producer` and `phases` are touched
-// only by the owning thread.
+// only by the owning thread; `published` holds atomics.
 unsafe impl Sync for Ring {}
 // SAFETY: as above; the allocation is owned by the pool for the process's lifetime.
 unsafe impl Send for Ring {}
@@ -170,6 +174,27 @@ impl Ring {
     pub unsafe fn phases_of(&self, seq: u64) -> &mut Phases {
         // SAFETY: the index is masked into the table; only the owner touches it (contract).
         unsafe { &mut *self.phases.add(seq as usize & (step_phases::SLOTS - 1)) }
+    }
+
+    /// Producer side: the open ProxyStep with sequence number `seq` recorded `state` (a
+    /// `PROXY_STEP_*` value). One relaxed store into a word of its own, so that the drain
+    /// can say what a step that stays open waits on ([`Ring::published_state`]) without
+    /// touching the owner-only phases table.
+    #[inline(always)]
+    pub fn publish_state(&self, seq: u64, state: u8) {
+        let i = seq as usize & (step_phases::SLOTS - 1);
+        // SAFETY: `i` < SLOTS, the words after the mapping's largest ring (`growing`).
+        let w = unsafe { &*self.published.add(i) };
+        w.store((seq & SEQ_MASK) | u64::from(state) << 48, Ordering::Relaxed);
+    }
+
+    /// Drain side: the state the step with sequence number `seq` last published, if it did
+    /// and no other step has published in its entry since.
+    pub fn published_state(&self, seq: u64) -> Option<u8> {
+        let i = seq as usize & (step_phases::SLOTS - 1);
+        // SAFETY: as in `publish_state`.
+        let w = unsafe { &*self.published.add(i) }.load(Ordering::Relaxed);
+        (w != 0 && w & SEQ_MASK == seq & SEQ_MASK).then_some((w >> 48) as u8)
     }
 
     /// Push a record; false (and counted) if the ring is full. Producer side only.
@@ -425,6 +450,14 @@ fn mapping_bytes(cap: usize) -> usize {
     step_phases::SLOTS * std::mem::size_of::<Phases>() + cap * std::mem::size_of::<Raw>()
 }
 
+/// A ProxyStep's sequence number in a published state word (the state above it).
+const SEQ_MASK: u64 = (1 << 48) - 1;
+
+/// Bytes of the published states after a ring's mapping ([`Ring::publish_state`]): whole
+/// pages.
+const PUBLISHED_BYTES: usize = step_phases::SLOTS * 8;
+const _: () = assert!(PUBLISHED_BYTES.is_multiple_of(4096));
+
 /// The pool of rings, allocated once.
 pub struct RingPool {
     rings: Box<[Ring]>,
@@ -461,7 +494,8 @@ impl RingPool {
             // Anonymous mmap: zero pages the kernel provides on first touch, so rings of
             // threads that never record cost address space only (malloc could memset them).
             // The phases table comes first, so the drain faults it in first.
-            let bytes = mapping_bytes(max);
+            // The published states follow the largest ring's slots (`PUBLISHED_BYTES`).
+            let bytes = mapping_bytes(max) + PUBLISHED_BYTES;
             // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
             let m = unsafe {
                 libc::mmap(
@@ -483,6 +517,8 @@ impl RingPool {
             let phases = m.cast::<Phases>();
             // SAFETY: the slots follow the table inside the mapping (`mapping_bytes`).
             let slots = unsafe { phases.add(step_phases::SLOTS) }.cast::<Raw>();
+            // SAFETY: inside the mapping, after the largest ring's slots.
+            let published = unsafe { m.cast::<u8>().add(mapping_bytes(max)) }.cast::<AtomicU64>();
             rings.push(Ring {
                 head: Padded(AtomicU64::new(0)),
                 tail: Padded(AtomicU64::new(0)),
@@ -505,6 +541,7 @@ impl RingPool {
                 growth_refused: Default::default(),
                 slots,
                 phases,
+                published,
                 populated: AtomicUsize::new(0),
             });
         }
@@ -760,6 +797,27 @@ mod tests {
         let rc = unsafe { libc::mincore(p as *mut libc::c_void, len, v.as_mut_ptr()) };
         assert_eq!(rc, 0);
         v.iter().filter(|b| **b & 1 != 0).count()
+    }
+
+    /// A step's published state is read back by its sequence number only: not by a step
+    /// sharing its entry (1 024 ids apart), nor where nothing was published.
+    #[test]
+    fn a_published_step_state_is_read_back_by_its_step_only() {
+        let p = pool();
+        let r = p.mine().unwrap();
+        assert_eq!(r.published_state(5), None);
+        r.publish_state(5, 20);
+        assert_eq!(r.published_state(5), Some(20));
+        let later = 5 + step_phases::SLOTS as u64;
+        assert_eq!(r.published_state(later), None, "another step's entry");
+        assert_eq!(r.published_state(6), None);
+        r.publish_state(later, 10);
+        assert_eq!(r.published_state(later), Some(10));
+        assert_eq!(r.published_state(5), None, "taken by the later step");
+        // Sequence numbers use 48 bits.
+        let big = (1 << 48) - 3;
+        r.publish_state(big, 9);
+        assert_eq!(r.published_state(big), Some(9));
     }
 
     #[test]

@@ -806,7 +806,12 @@ impl Drain {
             self.trim_history(now);
             self.retire_finalized();
             if self.session.is_some() {
-                let inflight = self.completion.in_flight(now, 512);
+                let rings = self.p.rings.rings();
+                let inflight = self.completion.in_flight(now, 512, |id| {
+                    rings
+                        .get(crate::handle::ring_of(id) as usize)?
+                        .published_state(crate::handle::seq_of(id))
+                });
                 self.queue_msg(FrameKind::InFlight, &inflight);
                 let c = self.counters();
                 self.queue_msg(FrameKind::Counters, &c);

@@ -123,6 +123,19 @@ pub mod state {
     pub const CE_BATCH_COMPLETE: u32 = 30;
     /// RCCL only (bit 1<<15 enabled): `ncclProfilerProxyDiagUpdate`.
     pub const RCCL_PROXY_DIAG_UPDATE: u32 = 31;
+
+    /// A ProxyStep state's name and what a step in it waits for (None: not a step state).
+    pub fn step_state(s: u32) -> Option<(&'static str, &'static str)> {
+        Some(match s {
+            PROXY_STEP_SEND_GPU_WAIT => ("SendGPUWait", "the GPU to fill the buffer"),
+            PROXY_STEP_SEND_PEER_WAIT => ("SendPeerWait", "the receiver's buffer"),
+            PROXY_STEP_SEND_WAIT => ("SendWait", "the network to send"),
+            PROXY_STEP_RECV_WAIT => ("RecvWait", "data from the network"),
+            PROXY_STEP_RECV_FLUSH_WAIT => ("RecvFlushWait", "the received data's flush"),
+            PROXY_STEP_RECV_GPU_WAIT => ("RecvGPUWait", "the GPU to take the data"),
+            _ => return None,
+        })
+    }
 }
 
 /// Where a proxy step spends its time, in the order the states occur (spec §4.6).

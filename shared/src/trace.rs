@@ -350,10 +350,12 @@ fn write_in_flight<R>(
                 rank,
                 // Where it waits: channel, step, open for how long (null: none open).
                 o.oldest_step.map_or("null".to_string(), |s| format!(
-                    "{{\"Channel\":{},\"Step\":{},\"OpenUs\":{}}}",
+                    "{{\"Channel\":{},\"Step\":{},\"OpenUs\":{},\"State\":{}}}",
                     s.channel,
                     s.step,
-                    us(f.at_ns.saturating_sub(s.start_ns))
+                    us(f.at_ns.saturating_sub(s.start_ns)),
+                    crate::kind::state::step_state(u32::from(s.state))
+                        .map_or("null".to_string(), |(n, _)| format!("\"{n}\""))
                 ))
             )?;
         }
@@ -389,6 +391,7 @@ fn other_data(procs: &[Process], totals: &Totals) -> serde_json::Value {
                         "channels_done": o.channels_done, "n_channels": o.n_channels,
                         "oldest_step": o.oldest_step.map(|s| json!({
                             "channel": s.channel, "step": s.step, "start_ns": s.start_ns,
+                            "state": s.state,
                         })),
                     })).collect::<Vec<_>>(),
                 })),

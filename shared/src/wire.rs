@@ -236,12 +236,14 @@ pub struct OpenOp {
 }
 
 /// A proxy step started and not yet stopped (its ProxyOp's channel, the step's index in the
-/// op, its start, host ns).
+/// op, its start, host ns), and the last state it recorded (a `PROXY_STEP_*` value of
+/// [`crate::kind::state`]; 0: none known): what it waits on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenStep {
     pub channel: u8,
     pub step: u32,
     pub start_ns: u64,
+    pub state: u8,
 }
 
 /// Periodic summary of what is in flight (so a hung collective is visible as hung).

@@ -218,6 +218,7 @@ fn the_viewer_names_the_rank_absent_from_a_hung_allreduce() {
                 .lines()
                 .any(|l| l.contains(&format!("r{r}   AllReduce seq 5 · running"))
                     && l.contains("· oldest open step: ch ")
+                    && l.contains(", waiting for ")
                     && l.contains("steps done per channel")),
             "rank {r}:\n{screen}"
         );

@@ -147,6 +147,7 @@ fn a_hung_jobs_snapshot_shows_what_it_hangs_on_in_perfetto_and_in_open() {
     // Where it waits: channel 1's step 0, open 4 s (since 1 s into the op).
     assert_eq!(h["args"]["OldestOpenStep"]["Channel"], 1);
     assert_eq!(h["args"]["OldestOpenStep"]["Step"], 0);
+    assert_eq!(h["args"]["OldestOpenStep"]["State"], "RecvWait");
     assert_eq!(
         h["args"]["OldestOpenStep"]["OpenUs"].as_f64().unwrap(),
         4_000_000.0

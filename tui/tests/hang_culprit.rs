@@ -247,7 +247,7 @@ fn view_text(st: Store, view: ncclprof_tui::ui::views::ViewId, after: Option<u64
         app.tl.end = app.store.t_now + after;
     }
     app.view = view;
-    format!("{}", render(&app, 200, 30).backend())
+    format!("{}", render(&app, 240, 30).backend())
 }
 
 /// During a hang nothing ends, so the Channels and Proxy views, which show what ended in the
@@ -267,7 +267,7 @@ fn channels_and_proxy_views_show_how_far_the_hung_ranks_got() {
                 assert!(
                     has(&format!(
                         "r{r}   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 \
-                         (4.00s) · kernels ended 1/4 · \
+                         in RecvWait, waiting for data from the network (4.00s) · kernels ended 1/4 · \
                          steps done per channel: 1 0 0 0 · behind: ch 1, 2, 3 (0 of up to 1)"
                     )),
                     "{view:?} rank {r}:\n{text}"
@@ -338,13 +338,13 @@ fn hung_p2p_and_summed_steps_are_told_in_all() {
     for r in 0..3 {
         assert!(
             text.contains(&format!(
-                "r{r}   AllReduce peer 5 · running 5.00s · oldest open step: ch 1 step 0 (4.00s) · kernels ended 1/2 · steps done: 3"
+                "r{r}   AllReduce peer 5 · running 5.00s · oldest open step: ch 1 step 0 in RecvWait, waiting for data from the network (4.00s) · kernels ended 1/2 · steps done: 3"
             )),
             "rank {r}:\n{text}"
         );
     }
     assert!(
-        text.contains("r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 (4.00s) · kernels ended 1/4 · steps done: 48"),
+        text.contains("r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 in RecvWait, waiting for data from the network (4.00s) · kernels ended 1/4 · steps done: 48"),
         "{text}"
     );
     assert!(!text.contains("behind"), "{text}");
@@ -394,7 +394,7 @@ fn a_hung_collective_without_steps_says_none_were_reported() {
     let text = view_text(st, ncclprof_tui::ui::views::ViewId::Proxy, Some(10 * MS));
     assert!(
         text.contains(
-            "r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 (4.00s) · kernels ended 1/4 · no proxy steps reported"
+            "r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 in RecvWait, waiting for data from the network (4.00s) · kernels ended 1/4 · no proxy steps reported"
         ),
         "{text}"
     );

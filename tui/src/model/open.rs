@@ -676,6 +676,7 @@ fn in_flight_of(f: &Value) -> InFlight {
                                 channel: u(s, "channel") as u8,
                                 step: u(s, "step") as u32,
                                 start_ns: u(s, "start_ns"),
+                                state: u(s, "state") as u8,
                             }
                         }),
                     })

@@ -242,11 +242,12 @@ pub fn hung_frame(f: &Fixture, r: i32) -> Frame {
             steps_done: vec![1, 0, 0, 0],
             channels_done: 1,
             n_channels: 4,
-            // Channel 1's first step, open since 1 s into the op.
+            // Channel 1's first step, open since 1 s into the op, waiting for data.
             oldest_step: Some(ncclprof_shared::wire::OpenStep {
                 channel: 1,
                 step: 0,
                 start_ns: start + 1_000 * MS,
+                state: ncclprof_shared::kind::state::PROXY_STEP_RECV_WAIT as u8,
             }),
         }],
         total: 1,

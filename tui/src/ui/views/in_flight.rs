@@ -68,8 +68,12 @@ pub fn hung_lines(app: &App) -> Vec<(String, bool)> {
         // list after it may run past the screen's edge).
         let waits = o.row.oldest_step.map_or(String::new(), |st| {
             let open = (o.row.start + o.age_ns).saturating_sub(st.start_ns);
+            let state = ncclprof_shared::kind::state::step_state(u32::from(st.state))
+                .map_or(String::new(), |(name, what)| {
+                    format!(" in {name}, waiting for {what}")
+                });
             format!(
-                " · oldest open step: ch {} step {} ({})",
+                " · oldest open step: ch {} step {}{state} ({})",
                 st.channel,
                 st.step,
                 units::dur(open)
