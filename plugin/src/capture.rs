@@ -1,9 +1,9 @@
 //! What runs on NCCL's threads: timestamp, id, one 64-byte record pushed to this thread's
 //! ring — except a ProxyStep's states, which go into the step's entry of the ring's phases
 //! table and reach the ring with its stop (`step_phases`), the latest also into a word the
-//! drain may read while the step is open (`Ring::publish_state`: what a hung step waits on). Nothing else — no allocation, no
-//! lock, no syscall (the clock is a counter read), no waiting. All interpretation happens
-//! later on the drain thread (`completion`).
+//! drain may read while the step is open (`Ring::publish_state`: what a hung step waits
+//! on). Nothing else — no allocation, no lock, no syscall (the clock is a counter read), no
+//! waiting. All interpretation happens later on the drain thread (`completion`).
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;

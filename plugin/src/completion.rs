@@ -373,6 +373,33 @@ pub(crate) fn step_state(rec: &mut EventRecord, s: u32, arg: u64, ns: u64) {
 
 /// A ProxyStep state record: one state, or a run of them (`RF_PHASES`, see `step_phases`).
 #[inline]
+/// The latest state an open step's record holds (0: none), by the phase boundaries its states
+/// set ([`step_state`]): a later boundary means a later state.
+fn latest_step_state(rec: &EventRecord) -> u8 {
+    let send = rec.flags & F_SEND != 0;
+    let s = match (send, rec.p[3] != 0, rec.p[2] != 0, rec.p[1] != 0) {
+        (true, true, ..) => st::PROXY_STEP_SEND_WAIT,
+        (true, false, true, _) => st::PROXY_STEP_SEND_PEER_WAIT,
+        (true, false, false, true) => st::PROXY_STEP_SEND_GPU_WAIT,
+        (false, true, ..) => st::PROXY_STEP_RECV_GPU_WAIT,
+        (false, false, true, _) => st::PROXY_STEP_RECV_FLUSH_WAIT,
+        (false, false, false, true) => st::PROXY_STEP_RECV_WAIT,
+        _ => return 0,
+    };
+    s as u8
+}
+
+/// Where a ProxyStep state comes in a step's life (0: not a step state): send GPU wait, peer
+/// wait, network wait; receive network wait, flush, GPU wait.
+fn step_state_order(s: u8) -> u8 {
+    match u32::from(s) {
+        st::PROXY_STEP_SEND_GPU_WAIT | st::PROXY_STEP_RECV_WAIT => 1,
+        st::PROXY_STEP_SEND_PEER_WAIT | st::PROXY_STEP_RECV_FLUSH_WAIT => 2,
+        st::PROXY_STEP_SEND_WAIT | st::PROXY_STEP_RECV_GPU_WAIT => 3,
+        _ => 0,
+    }
+}
+
 fn step_state_or_phases(rec: &mut EventRecord, r: &Raw, ns: u64) {
     if r.flags & RF_PHASES != 0 {
         merge_record(rec, r);
@@ -1511,16 +1538,28 @@ impl<S: Sink> Completion<S> {
             }
             for &(step, id) in &o.steps {
                 // (In `table` when its slot in `steps_open` was taken.)
-                let start = match self.steps_open.get(id) {
-                    Some(r) => r.start_ns,
-                    None => self.table.get(&id).map_or(0, |s| s.rec.start_ns),
+                let Some(rec) = self
+                    .steps_open
+                    .get(id)
+                    .or_else(|| self.table.get(&id).map(|s| &s.rec))
+                else {
+                    continue;
                 };
+                let start = rec.start_ns;
                 if start != 0 && coll.oldest_step.is_none_or(|s| start < s.start_ns) {
+                    // What it published, or what its states that reached the drain say if
+                    // later: a step whose phases entry a newer step took sends its states as
+                    // records, and its published word stays until the newer step publishes.
+                    let held = latest_step_state(rec);
+                    let state = match state_of(id) {
+                        Some(p) if step_state_order(p) >= step_state_order(held) => p,
+                        _ => held,
+                    };
                     coll.oldest_step = Some(OpenStep {
                         channel: o.rec.sub,
                         step,
                         start_ns: start,
-                        state: state_of(id).unwrap_or(0),
+                        state,
                     });
                 }
             }
@@ -2033,6 +2072,52 @@ mod tests {
         assert_eq!(inflight.ops[0].steps_done, vec![0, 3, 4, 0]);
         // No step open any more (channel 66's op stopped with its step done).
         assert_eq!(inflight.ops[0].oldest_step, None);
+    }
+
+    /// The state of a collective's oldest open step when its states reached the drain as
+    /// records (its phases entry taken by a newer step): the latest of them, also over an
+    /// earlier state its published word still holds.
+    #[test]
+    fn in_flight_oldest_step_state_from_its_records() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let coll = f.id(EventKind::Coll);
+        f.push(
+            OP_START,
+            EventKind::Coll,
+            coll,
+            0,
+            0,
+            [7, 1024, 0, 1u64 << 32],
+        );
+        f.stop(EventKind::Coll, coll);
+        let op = f.id(EventKind::ProxyOp);
+        f.push(OP_START, EventKind::ProxyOp, op, coll, 0, [0, 0, 8, 0]);
+        let s = st::PROXY_OP_IN_PROGRESS as u8;
+        f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
+        // A receive step: RecvWait, then RecvFlushWait, as records.
+        let step = f.step_start(op, 0);
+        for s in [st::PROXY_STEP_RECV_WAIT, st::PROXY_STEP_RECV_FLUSH_WAIT] {
+            f.push(OP_STATE, EventKind::ProxyStep, step, 64, s as u8, [0; 4]);
+        }
+        f.run(&mut c);
+        let state = |published: Option<u32>| {
+            let i = c.in_flight(f.ts, 16, |id| {
+                published.filter(|_| id == step).map(|p| p as u8)
+            });
+            u32::from(i.ops[0].oldest_step.expect("open").state)
+        };
+        assert_eq!(state(None), st::PROXY_STEP_RECV_FLUSH_WAIT);
+        assert_eq!(
+            state(Some(st::PROXY_STEP_RECV_WAIT)),
+            st::PROXY_STEP_RECV_FLUSH_WAIT,
+            "a stale published word"
+        );
+        assert_eq!(
+            state(Some(st::PROXY_STEP_RECV_GPU_WAIT)),
+            st::PROXY_STEP_RECV_GPU_WAIT,
+            "published later than the records"
+        );
     }
 
     /// A send/recv in flight: its peer in `seq` (it has no seq), and the steps of channels

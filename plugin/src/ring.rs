@@ -128,6 +128,8 @@ pub struct Ring {
     populate_goal: AtomicU64,
     /// Faulting a larger ring's pages in failed for want of memory: no growth (drain-only).
     growth_refused: std::sync::atomic::AtomicBool,
+    /// The published states' pages have been faulted in (drain-only).
+    published_populated: std::sync::atomic::AtomicBool,
     slots: *mut Raw,
     /// The owner's open ProxySteps' states ([`step_phases::SLOTS`] entries, owner-only).
     phases: *mut Phases,
@@ -369,6 +371,20 @@ impl Ring {
     /// `MADV_POPULATE_WRITE`, Linux < 5.14: then producers fault pages in as before).
     /// Populating never touches the slots' contents, so it is safe while the producer writes.
     pub fn populate_ahead(&self, budget: usize) -> usize {
+        if !self.published_populated.swap(true, Ordering::Relaxed) {
+            // The published states' two pages first, once: NCCL's thread writes them from
+            // its first step state. (Best effort: where the kernel lacks POPULATE_WRITE the
+            // first write faults them in, as before.)
+            // SAFETY: inside this ring's mapping (`growing`); POPULATE_WRITE reads and
+            // writes no memory.
+            unsafe {
+                libc::madvise(
+                    self.published.cast_mut().cast(),
+                    PUBLISHED_BYTES,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+        }
         let goal = self.populate_goal.load(Ordering::Relaxed);
         let total = mapping_bytes(goal as usize);
         let done = self.populated.load(Ordering::Relaxed);
@@ -539,6 +555,7 @@ impl RingPool {
                 read_mask: AtomicU64::new((cap - 1) as u64),
                 populate_goal: AtomicU64::new(cap as u64),
                 growth_refused: Default::default(),
+                published_populated: Default::default(),
                 slots,
                 phases,
                 published,
@@ -818,6 +835,22 @@ mod tests {
         let big = (1 << 48) - 3;
         r.publish_state(big, 9);
         assert_eq!(r.published_state(big), Some(9));
+    }
+
+    /// The published states' pages are faulted in by the drain, not by NCCL's thread's
+    /// first step state.
+    #[test]
+    fn the_published_states_pages_are_populated_ahead() {
+        let p = Box::leak(Box::new(RingPool::new(1, 1024).unwrap()));
+        let r = &p.rings()[0];
+        let published = |r: &Ring| resident_pages(r.published.cast(), PUBLISHED_BYTES);
+        assert_eq!(published(r), 0);
+        r.populate_ahead(4096);
+        // (Not on a kernel without MADV_POPULATE_WRITE, < 5.14: nothing to check there.)
+        let supported = published(r) > 0;
+        if supported {
+            assert_eq!(published(r), PUBLISHED_BYTES / 4096);
+        }
     }
 
     #[test]

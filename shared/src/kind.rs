@@ -127,12 +127,12 @@ pub mod state {
     /// A ProxyStep state's name and what a step in it waits for (None: not a step state).
     pub fn step_state(s: u32) -> Option<(&'static str, &'static str)> {
         Some(match s {
-            PROXY_STEP_SEND_GPU_WAIT => ("SendGPUWait", "the GPU to fill the buffer"),
-            PROXY_STEP_SEND_PEER_WAIT => ("SendPeerWait", "the receiver's buffer"),
-            PROXY_STEP_SEND_WAIT => ("SendWait", "the network to send"),
-            PROXY_STEP_RECV_WAIT => ("RecvWait", "data from the network"),
-            PROXY_STEP_RECV_FLUSH_WAIT => ("RecvFlushWait", "the received data's flush"),
-            PROXY_STEP_RECV_GPU_WAIT => ("RecvGPUWait", "the GPU to take the data"),
+            PROXY_STEP_SEND_GPU_WAIT => ("SendGPUWait", "the GPU's data"),
+            PROXY_STEP_SEND_PEER_WAIT => ("SendPeerWait", "the receiver"),
+            PROXY_STEP_SEND_WAIT => ("SendWait", "the network"),
+            PROXY_STEP_RECV_WAIT => ("RecvWait", "network data"),
+            PROXY_STEP_RECV_FLUSH_WAIT => ("RecvFlushWait", "the flush"),
+            PROXY_STEP_RECV_GPU_WAIT => ("RecvGPUWait", "the GPU"),
             _ => return None,
         })
     }

@@ -20,4 +20,4 @@ pub mod trace;
 pub mod wire;
 
 /// Version of the plugin ↔ viewer protocol. Bump it with any change to a frame or record layout.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;

@@ -617,7 +617,7 @@ mod tests {
         let bytes = encode(&Frame::Hello(hello())).unwrap();
         assert_eq!(
             &bytes[..16],
-            &[b'N', b'C', b'P', b'F', 4, 0, 1, 0, 40, 0, 0, 0, 0, 0, 0, 0]
+            &[b'N', b'C', b'P', b'F', 5, 0, 1, 0, 40, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(bytes.len(), 56);
     }

@@ -239,6 +239,16 @@ fn a_named_rank_busy_in_a_send_shows_its_peer() {
 /// The screen of `view` over `st`, its window `span` ending `after` past the hung ops'
 /// summaries (after the data: nothing ends in it).
 fn view_text(st: Store, view: ncclprof_tui::ui::views::ViewId, after: Option<u64>) -> String {
+    view_text_w(st, view, after, 200)
+}
+
+/// [`view_text`] `width` columns wide.
+fn view_text_w(
+    st: Store,
+    view: ncclprof_tui::ui::views::ViewId,
+    after: Option<u64>,
+    width: u16,
+) -> String {
     let mut app = ncclprof_tui::app::App::new(st, true, String::new());
     app.on_data();
     app.fit_all();
@@ -247,7 +257,7 @@ fn view_text(st: Store, view: ncclprof_tui::ui::views::ViewId, after: Option<u64
         app.tl.end = app.store.t_now + after;
     }
     app.view = view;
-    format!("{}", render(&app, 240, 30).backend())
+    format!("{}", render(&app, width, 30).backend())
 }
 
 /// During a hang nothing ends, so the Channels and Proxy views, which show what ended in the
@@ -267,8 +277,8 @@ fn channels_and_proxy_views_show_how_far_the_hung_ranks_got() {
                 assert!(
                     has(&format!(
                         "r{r}   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 \
-                         in RecvWait, waiting for data from the network (4.00s) · kernels ended 1/4 · \
-                         steps done per channel: 1 0 0 0 · behind: ch 1, 2, 3 (0 of up to 1)"
+                         in RecvWait, waiting for network data (4.00s) · kernels ended 1/4 · \
+                         behind: ch 1, 2, 3 (0 steps, others up to 1) · "
                     )),
                     "{view:?} rank {r}:\n{text}"
                 );
@@ -276,6 +286,12 @@ fn channels_and_proxy_views_show_how_far_the_hung_ranks_got() {
             assert!(
                 has("r1   has not started AllReduce seq 6 (its last, seq 4, ended"),
                 "{view:?}:\n{text}"
+            );
+            // (The per-channel list comes last: at 200 columns it is cut, the verdicts not.)
+            let wide = view_text_w(store_with(&[0, 2, 3], &[1]), view, after, 260);
+            assert!(
+                wide.contains("(0 steps, others up to 1) · steps done per channel: 1 0 0 0"),
+                "{view:?}:\n{wide}"
             );
             // Nothing in a window after the data: the hang is why.
             assert_eq!(
@@ -338,13 +354,13 @@ fn hung_p2p_and_summed_steps_are_told_in_all() {
     for r in 0..3 {
         assert!(
             text.contains(&format!(
-                "r{r}   AllReduce peer 5 · running 5.00s · oldest open step: ch 1 step 0 in RecvWait, waiting for data from the network (4.00s) · kernels ended 1/2 · steps done: 3"
+                "r{r}   AllReduce peer 5 · running 5.00s · oldest open step: ch 1 step 0 in RecvWait, waiting for network data (4.00s) · kernels ended 1/2 · steps done: 3"
             )),
             "rank {r}:\n{text}"
         );
     }
     assert!(
-        text.contains("r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 in RecvWait, waiting for data from the network (4.00s) · kernels ended 1/4 · steps done: 48"),
+        text.contains("r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 in RecvWait, waiting for network data (4.00s) · kernels ended 1/4 · steps done: 48"),
         "{text}"
     );
     assert!(!text.contains("behind"), "{text}");
@@ -394,7 +410,7 @@ fn a_hung_collective_without_steps_says_none_were_reported() {
     let text = view_text(st, ncclprof_tui::ui::views::ViewId::Proxy, Some(10 * MS));
     assert!(
         text.contains(
-            "r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 in RecvWait, waiting for data from the network (4.00s) · kernels ended 1/4 · no proxy steps reported"
+            "r3   AllReduce seq 6 · running 5.00s · oldest open step: ch 1 step 0 in RecvWait, waiting for network data (4.00s) · kernels ended 1/4 · no proxy steps reported"
         ),
         "{text}"
     );

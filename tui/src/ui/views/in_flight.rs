@@ -53,7 +53,7 @@ pub fn hung_lines(app: &App) -> Vec<(String, bool)> {
             None => format!("queued {}", units::dur(o.age_ns)),
         };
         let steps = &o.row.steps_done;
-        let (text, behind) = if steps.is_empty()
+        let (list, behind) = if steps.is_empty()
             || o.row.kind == EventKind::Coll as u8 && steps.len() >= o.row.n_channels as usize
         {
             progress(steps)
@@ -62,10 +62,9 @@ pub fn hung_lines(app: &App) -> Vec<(String, bool)> {
             // those listed it runs on is not known here, so no channel is said to be behind.
             // (Nor in a snapshot written before steps were kept per channel: one sum.)
             let n: u64 = steps.iter().map(|&x| u64::from(x)).sum();
-            (format!("steps done: {n}"), false)
+            (format!("steps done: {n}"), None)
         };
-        // Where it waits: its oldest step still open, and for how long (first: the steps'
-        // list after it may run past the screen's edge).
+        // Where it waits: its oldest step still open, in what state, for how long.
         let waits = o.row.oldest_step.map_or(String::new(), |st| {
             let open = (o.row.start + o.age_ns).saturating_sub(st.start_ns);
             let state = ncclprof_shared::kind::state::step_state(u32::from(st.state))
@@ -79,43 +78,53 @@ pub fn hung_lines(app: &App) -> Vec<(String, bool)> {
                 units::dur(open)
             )
         });
+        // The verdicts first, the per-channel list last: it may run past the screen's edge.
+        let behind_text = behind
+            .as_deref()
+            .map_or(String::new(), |b| format!(" · {b}"));
         out.push((
             format!(
-                "r{:<3} {what} · {time}{waits} · kernels ended {}/{} · {text}",
+                "r{:<3} {what} · {time}{waits} · kernels ended {}/{}{behind_text} · {list}",
                 r.rank, o.row.channels_done, o.row.n_channels
             ),
-            behind,
+            behind.is_some(),
         ));
     }
     out
 }
 
-/// "steps done per channel: 4 4 1 4", and which channel is behind, if one is; whether one is.
-fn progress(steps: &[u32]) -> (String, bool) {
+/// "steps done per channel: 4 4 1 4", and which channels are behind the others, if any.
+fn progress(steps: &[u32]) -> (String, Option<String>) {
     if steps.is_empty() {
-        return ("no proxy steps reported".into(), false);
+        return ("no proxy steps reported".into(), None);
     }
     let per: Vec<String> = steps.iter().map(u32::to_string).collect();
-    let mut text = format!("steps done per channel: {}", per.join(" "));
+    let list = format!("steps done per channel: {}", per.join(" "));
     let (min, max) = (
         steps.iter().copied().min().unwrap_or(0),
         steps.iter().copied().max().unwrap_or(0),
     );
-    if min < max {
-        let behind: Vec<String> = steps
-            .iter()
-            .enumerate()
-            .filter(|&(_, &n)| n == min)
-            .map(|(c, _)| c.to_string())
-            .collect();
-        let which = if behind.len() > 4 {
-            format!("{} channels", behind.len())
-        } else {
-            format!("ch {}", behind.join(", "))
-        };
-        text.push_str(&format!(" · behind: {which} ({min} of up to {max})"));
+    if min == max {
+        return (list, None);
     }
-    (text, min < max)
+    let behind: Vec<String> = steps
+        .iter()
+        .enumerate()
+        .filter(|&(_, &n)| n == min)
+        .map(|(c, _)| c.to_string())
+        .collect();
+    let which = if behind.len() > 4 {
+        format!("{} channels", behind.len())
+    } else {
+        format!("ch {}", behind.join(", "))
+    };
+    let steps_word = if min == 1 { "step" } else { "steps" };
+    (
+        list,
+        Some(format!(
+            "behind: {which} ({min} {steps_word}, others up to {max})"
+        )),
+    )
 }
 
 /// `area` split into the view's part and the block's at its bottom (no rows without hung
@@ -208,16 +217,19 @@ mod tests {
         assert_eq!(
             progress(&[4, 4, 1, 4]),
             (
-                "steps done per channel: 4 4 1 4 · behind: ch 2 (1 of up to 4)".into(),
-                true
+                "steps done per channel: 4 4 1 4".into(),
+                Some("behind: ch 2 (1 step, others up to 4)".into())
             )
         );
         assert_eq!(
             progress(&[3, 3]),
-            ("steps done per channel: 3 3".into(), false)
+            ("steps done per channel: 3 3".into(), None)
         );
-        assert_eq!(progress(&[]), ("no proxy steps reported".into(), false));
-        let (t, _) = progress(&[0, 0, 0, 0, 0, 2]);
-        assert!(t.ends_with("behind: 5 channels (0 of up to 2)"), "{t}");
+        assert_eq!(progress(&[]), ("no proxy steps reported".into(), None));
+        let (_, b) = progress(&[0, 0, 0, 0, 0, 2]);
+        assert_eq!(
+            b.as_deref(),
+            Some("behind: 5 channels (0 steps, others up to 2)")
+        );
     }
 }
