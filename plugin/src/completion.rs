@@ -1627,15 +1627,13 @@ mod tests {
             });
         }
         fn op_start(&mut self, channel: u64) -> u64 {
+            self.op_on(0, channel)
+        }
+        /// A send ProxyOp of `parent` on `channel`, started and in progress.
+        fn op_on(&mut self, parent: u64, channel: u64) -> u64 {
             let op = self.id(EventKind::ProxyOp);
-            self.push(
-                OP_START,
-                EventKind::ProxyOp,
-                op,
-                0,
-                0,
-                [0, channel | (1 << 8), 8, 0],
-            );
+            let w = [0, channel | (1 << 8), 8, 0];
+            self.push(OP_START, EventKind::ProxyOp, op, parent, 0, w);
             let s = st::PROXY_OP_IN_PROGRESS as u8;
             self.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
             op
@@ -2010,14 +2008,7 @@ mod tests {
             [7, 1024, 0, 4u64 << 32],
         );
         f.stop(EventKind::Coll, coll);
-        let op_on = |f: &mut Feed, channel: u64| {
-            let op = f.id(EventKind::ProxyOp);
-            let w = [0, channel | (1 << 8), 8, 0];
-            f.push(OP_START, EventKind::ProxyOp, op, coll, 0, w);
-            let s = st::PROXY_OP_IN_PROGRESS as u8;
-            f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
-            op
-        };
+        let op_on = |f: &mut Feed, channel: u64| f.op_on(coll, channel);
         // Channel 1: an op that finished its 3 steps and stopped. Channel 2: an op with 2
         // steps done and one still open (the collective is in flight, perhaps hung there).
         let done = op_on(&mut f, 1);
@@ -2137,14 +2128,7 @@ mod tests {
             [5 | 2u64 << 32, 0, 0, 0],
         );
         f.stop(EventKind::P2p, p2p);
-        let op_on = |f: &mut Feed, channel: u64| {
-            let op = f.id(EventKind::ProxyOp);
-            let w = [0, channel | (1 << 8), 8, 0];
-            f.push(OP_START, EventKind::ProxyOp, op, p2p, 0, w);
-            let s = st::PROXY_OP_IN_PROGRESS as u8;
-            f.push(OP_STATE, EventKind::ProxyOp, op, 0, s, [0; 4]);
-            op
-        };
+        let op_on = |f: &mut Feed, channel: u64| f.op_on(p2p, channel);
         // Channel 2: stopped after 2 steps; channel 3: 1 step done, one open.
         let done = op_on(&mut f, 2);
         for s in 0..2 {

@@ -130,9 +130,8 @@ fn header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     if app.store.comms.len() > 1 {
         let elsewhere: Vec<String> = app
             .store
-            .hung_comms()
+            .hung_comms_but(app.comm)
             .into_iter()
-            .filter(|&c| c != app.comm)
             .map(|c| {
                 format!(
                     "{} ({}/{})",

@@ -309,7 +309,7 @@ impl Store {
         medians: &mut HashMap<String, (Option<u64>, Option<u64>)>,
     ) -> Vec<OpenView> {
         let p = &self.procs[row.key.proc];
-        let now = p.open_at.max(self.t_max).max(self.t_now);
+        let now = self.open_now(p);
         let mut open: Vec<&OpenRow> = p
             .open_ops
             .iter()
@@ -356,9 +356,15 @@ impl Store {
     /// Only those with an op in flight longer than the hang floor are judged, so a job
     /// without a hang costs one pass over the in-flight lists.
     pub fn hung_comms(&self) -> Vec<usize> {
+        self.hung_comms_but(usize::MAX)
+    }
+
+    /// [`Store::hung_comms`] but communicator `skip` (the one on screen, which its view has
+    /// judged already).
+    pub fn hung_comms_but(&self, skip: usize) -> Vec<usize> {
         let mut long: std::collections::HashSet<(usize, u32)> = Default::default();
         for (pi, p) in self.procs.iter().enumerate() {
-            let now = p.open_at.max(self.t_max).max(self.t_now);
+            let now = self.open_now(p);
             for o in &p.open_ops {
                 if now.saturating_sub(o.start) > analysis::HUNG_MIN_NS {
                     long.insert((pi, o.comm));
@@ -369,6 +375,7 @@ impl Store {
             return Vec::new();
         }
         (0..self.comms.len())
+            .filter(|&c| c != skip)
             .filter(|&c| {
                 self.comms[c]
                     .members
@@ -383,6 +390,11 @@ impl Store {
                     .any(|o| o.hung)
             })
             .collect()
+    }
+
+    /// "Now" for a process's in-flight list: its latest summary, or later data.
+    fn open_now(&self, p: &Proc) -> u64 {
+        p.open_at.max(self.t_max).max(self.t_now)
     }
 
     /// The hung ops of a communicator over all its ranks (not only those on screen), and for

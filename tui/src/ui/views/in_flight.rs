@@ -21,7 +21,7 @@ use crate::ui::views::timeline::seq_or_peer;
 /// One line per rank of the communicator on screen that has a hung op (its oldest one), and
 /// one per rank the timeline's banner names as not having started the hung collective; each
 /// with whether it is where to look (a channel behind the others, a rank absent).
-pub fn hung_lines(app: &App) -> Vec<(String, bool)> {
+fn hung_lines(app: &App) -> Vec<(String, bool)> {
     let s = &app.store;
     let rows = s.lane_rows(app.comm);
     let open = s.open_ops_of_rows(app.comm, &rows);
@@ -127,9 +127,28 @@ fn progress(steps: &[u32]) -> (String, Option<String>) {
     )
 }
 
+/// Draw a view of what ended in the window (`window`: app, theme, its rows, whether the block
+/// lists hung ops, buffer) with the hung ops' progress at the bottom: during a hang, what the
+/// window holds is not it. The view is drawn into a buffer of its own rows, so a view
+/// squeezed into a few rows is cut there, not drawn over the block or the status bar.
+pub fn render_above(
+    app: &App,
+    th: &Theme,
+    area: Rect,
+    buf: &mut Buffer,
+    window: fn(&App, &Theme, Rect, bool, &mut Buffer),
+) {
+    let hung = hung_lines(app);
+    let (top, below) = split(&hung, area);
+    let mut view = Buffer::empty(top);
+    window(app, th, top, !hung.is_empty(), &mut view);
+    buf.merge(&view);
+    render(&hung, th, below, buf);
+}
+
 /// `area` split into the view's part and the block's at its bottom (no rows without hung
 /// ops; at most half of it).
-pub fn split(lines: &[(String, bool)], area: Rect) -> (Rect, Rect) {
+fn split(lines: &[(String, bool)], area: Rect) -> (Rect, Rect) {
     let h = if lines.is_empty() {
         0
     } else {
@@ -151,7 +170,7 @@ pub fn split(lines: &[(String, bool)], area: Rect) -> (Rect, Rect) {
 
 /// Draw the block in `area` (a rule's worth of space above its heading, then one line per
 /// rank while they fit, then how many did not).
-pub fn render(lines: &[(String, bool)], th: &Theme, area: Rect, buf: &mut Buffer) {
+fn render(lines: &[(String, bool)], th: &Theme, area: Rect, buf: &mut Buffer) {
     if lines.is_empty() || area.height < 2 {
         return;
     }

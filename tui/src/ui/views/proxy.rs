@@ -14,15 +14,7 @@ use crate::ui::views::in_flight;
 use ncclprof_shared::kind::EventKind;
 
 pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    // The hung ops' progress at the bottom: during a hang, what the window holds is not it.
-    let hung = in_flight::hung_lines(app);
-    let (top, below) = in_flight::split(&hung, area);
-    // Drawn into a buffer of its own rows: a view squeezed into a few rows is cut there, not
-    // drawn over the block or the status bar.
-    let mut view = Buffer::empty(top);
-    render_window(app, th, top, !hung.is_empty(), &mut view);
-    buf.merge(&view);
-    in_flight::render(&hung, th, below, buf);
+    in_flight::render_above(app, th, area, buf, render_window);
 }
 
 /// What ended in the window (or in the selected op); `hung`: the block below lists hung ops.
