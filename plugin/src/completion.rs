@@ -408,6 +408,32 @@ fn step_state_or_phases(rec: &mut EventRecord, r: &Raw, ns: u64) {
     }
 }
 
+/// A step's stop `r`, applied to its record `rec` (see [`Completion::step_stopped`]).
+#[inline(always)]
+fn finish_step(table: &mut HashMap<u64, Open>, rec: &mut EventRecord, r: &Raw, ns: u64) {
+    if r.flags & RF_PHASES != 0 {
+        merge_record(rec, r);
+    }
+    rec.end_ns = ns;
+    rec.flags |= F_END_KNOWN;
+    if let Some(op) = table.get_mut(&rec.parent) {
+        op.last_activity = ns; // a sign of life of the op (see `sweep`)
+        rec.sub = op.rec.sub;
+        rec.x = op.rec.x;
+        rec.comm = op.rec.comm;
+        rec.rank = op.rec.rank;
+        rec.flags |= op.rec.flags & (F_SEND | F_FOREIGN);
+        op.rec.p[3] += rec.p[4];
+        let step = rec.p[0] as u32;
+        if let Some(i) = op.steps.iter().position(|s| s.0 == step && s.1 == rec.id) {
+            op.steps.swap_remove(i); // (order does not matter)
+        }
+        op.steps_finished += 1;
+    } else if rec.parent != 0 {
+        rec.flags |= F_PARENT_UNKNOWN;
+    }
+}
+
 #[inline]
 fn lo(w: u64) -> u32 {
     w as u32
@@ -609,10 +635,7 @@ impl<S: Sink> Completion<S> {
                         step_state_or_phases(rec, r, ns);
                         return;
                     }
-                    if r.op == OP_STOP
-                        && let Some(rec) = self.steps_open.remove(r.id)
-                    {
-                        self.step_stopped(rec, r, ns);
+                    if r.op == OP_STOP && self.open_step_stopped(r, ns) {
                         return;
                     }
                 }
@@ -676,6 +699,54 @@ impl<S: Sink> Completion<S> {
         self.captured[kind as usize] += 1;
         if open_now >= self.max_open {
             self.dropped[DropReason::TableFull as usize] += 1;
+            return;
+        }
+        if kind == EventKind::ProxyStep {
+            // Most events: kept in `steps_open`, their record built in its slot (not on
+            // the stack and copied in), without an `Open`.
+            let step = lo(r.w[0]);
+            let mut flags = 0;
+            let mut abandoned = None;
+            match parent {
+                Some(op) => {
+                    op.last_activity = ns;
+                    // A receive step started again without a stop: the old handle is
+                    // abandoned by NCCL (spec §4.6).
+                    match op.steps.iter_mut().find(|s| s.0 == step) {
+                        Some(s) => {
+                            abandoned = Some(std::mem::replace(&mut s.1, r.id));
+                            flags |= F_RESTARTED;
+                        }
+                        None => op.steps.push((step, r.id)),
+                    }
+                }
+                None if r.flags & RF_PARENT_NULL == 0 && r.parent != 0 => flags |= F_PARENT_UNKNOWN,
+                None => {}
+            }
+            if let Some(old) = abandoned {
+                self.forget_step(old);
+            }
+            let record = || EventRecord {
+                id: r.id,
+                parent: if r.flags & RF_PARENT_NULL != 0 {
+                    0
+                } else {
+                    r.parent
+                },
+                start_ns: ns,
+                comm: r.ctx,
+                rank: hi(r.w[0]) as i32,
+                kind: kind as u8,
+                flags,
+                p: [u64::from(step), 0, 0, 0, 0, 0],
+                ..EventRecord::default()
+            };
+            match self.steps_open.claim(r.id) {
+                Some(slot) => *slot = record(),
+                None => {
+                    self.table.insert(r.id, Open::new(record(), ns));
+                }
+            }
             return;
         }
         let mut rec = EventRecord {
@@ -759,36 +830,7 @@ impl<S: Sink> Completion<S> {
                 }
                 o = Open::new(rec, ns);
             }
-            EventKind::ProxyStep => {
-                // Most events: kept in `steps_open`, without building an `Open`.
-                rec.p[0] = u64::from(lo(w[0]));
-                rec.rank = hi(w[0]) as i32;
-                let mut abandoned = None;
-                match parent {
-                    Some(op) => {
-                        op.last_activity = ns;
-                        // A receive step started again without a stop: the old handle is
-                        // abandoned by NCCL (spec §4.6).
-                        let step = rec.p[0] as u32;
-                        match op.steps.iter_mut().find(|s| s.0 == step) {
-                            Some(s) => {
-                                abandoned = Some(std::mem::replace(&mut s.1, r.id));
-                                rec.flags |= F_RESTARTED;
-                            }
-                            None => op.steps.push((step, r.id)),
-                        }
-                    }
-                    None if rec.parent != 0 => rec.flags |= F_PARENT_UNKNOWN,
-                    None => {}
-                }
-                if let Some(old) = abandoned {
-                    self.forget_step(old);
-                }
-                if let Err(rec) = self.steps_open.insert(rec) {
-                    self.table.insert(r.id, Open::new(rec, ns));
-                }
-                return;
-            }
+            EventKind::ProxyStep => return, // started above
             EventKind::KernelCh => {
                 rec.sub = w[0] as u8;
                 rec.p[4] = u64::from(r.ctx); // GPU id = context (one GPU per rank)
@@ -981,10 +1023,7 @@ impl<S: Sink> Completion<S> {
     }
 
     fn stop(&mut self, r: &Raw, ns: u64) {
-        if r.kind == EventKind::ProxyStep as u8
-            && let Some(rec) = self.steps_open.remove(r.id)
-        {
-            self.step_stopped(rec, r, ns);
+        if r.kind == EventKind::ProxyStep as u8 && self.open_step_stopped(r, ns) {
             return;
         }
         let Some(kind) = self.table.get(&r.id).and_then(|o| o.rec.kind()) else {
@@ -1067,28 +1106,22 @@ impl<S: Sink> Completion<S> {
     /// direction from its ProxyOp, adds its bytes to the op's, and counts towards the
     /// collective's progress per channel.
     fn step_stopped(&mut self, mut rec: EventRecord, r: &Raw, ns: u64) {
-        if r.flags & RF_PHASES != 0 {
-            merge_record(&mut rec, r);
-        }
-        rec.end_ns = ns;
-        rec.flags |= F_END_KNOWN;
-        if let Some(op) = self.table.get_mut(&rec.parent) {
-            op.last_activity = ns; // a sign of life of the op (see `sweep`)
-            rec.sub = op.rec.sub;
-            rec.x = op.rec.x;
-            rec.comm = op.rec.comm;
-            rec.rank = op.rec.rank;
-            rec.flags |= op.rec.flags & (F_SEND | F_FOREIGN);
-            op.rec.p[3] += rec.p[4];
-            let step = rec.p[0] as u32;
-            if let Some(i) = op.steps.iter().position(|s| s.0 == step && s.1 == rec.id) {
-                op.steps.swap_remove(i); // (order does not matter)
-            }
-            op.steps_finished += 1;
-        } else if rec.parent != 0 {
-            rec.flags |= F_PARENT_UNKNOWN;
-        }
+        finish_step(&mut self.table, &mut rec, r, ns);
         self.emit(rec);
+    }
+
+    /// [`Completion::step_stopped`] for a step in `steps_open`, finished where it lies and
+    /// handed to the sink from there (no copy out of the table and none into a call: a
+    /// step's stop is the drain's most frequent record). False if the step is not there.
+    #[inline]
+    fn open_step_stopped(&mut self, r: &Raw, ns: u64) -> bool {
+        let Some(rec) = self.steps_open.take_mut(r.id) else {
+            return false;
+        };
+        finish_step(&mut self.table, rec, r, ns);
+        self.completed[EventKind::ProxyStep as usize] += 1;
+        self.out.put(rec);
+        true
     }
 
     /// A ProxyOp left the table: its finished steps now count on its Coll/P2p's channel.
@@ -2403,6 +2436,57 @@ mod tests {
         }
         assert_eq!(c.open_events(), 0);
         assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn a_steps_record_carries_its_start_its_ops_fields_and_its_own_flags() {
+        // The step start is built in its open-steps slot (not through the general path):
+        // every field it sets, and what its stop takes from the op, checked once.
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(5);
+        let s = f.id(EventKind::ProxyStep);
+        f.push(
+            OP_START,
+            EventKind::ProxyStep,
+            s,
+            op,
+            0,
+            [9 | (3 << 32), 0, 0, 0],
+        );
+        let started = f.ts;
+        f.step_end(s);
+        let lost_op = handle::make(EventKind::ProxyOp, 3, 999_999); // never started here
+        let orphan = f.step_start(lost_op, 2);
+        f.step_end(orphan);
+        let no_parent = f.id(EventKind::ProxyStep);
+        f.push(
+            OP_START,
+            EventKind::ProxyStep,
+            no_parent,
+            0,
+            0,
+            [4, 0, 0, 0],
+        );
+        f.items.last_mut().unwrap().raw.flags = RF_PARENT_NULL;
+        f.step_end(no_parent);
+        f.stop(EventKind::ProxyOp, op);
+        let mut out = f.run(&mut c);
+        out.extend(f.run(&mut c)); // the orphan, deferred once for its parent
+        let find = |id| *out.iter().find(|r| r.id == id).expect("completed");
+        let r = find(s);
+        assert_eq!(r.kind(), Some(EventKind::ProxyStep));
+        assert_eq!((r.parent, r.start_ns, r.p[0]), (op, started, 9));
+        assert_eq!((r.sub, r.x, r.comm, r.rank), (5, 0, 0, 0), "from the op");
+        assert_eq!(r.flags & !F_SEND, F_END_KNOWN, "{:#x}", r.flags);
+        assert_eq!(r.p[4], 4096);
+        let r = find(orphan);
+        assert_eq!((r.parent, r.p[0]), (lost_op, 2));
+        assert_eq!(r.flags & (F_PARENT_UNKNOWN | F_RESTARTED), F_PARENT_UNKNOWN);
+        let r = find(no_parent);
+        assert_eq!((r.parent, r.p[0]), (0, 4));
+        assert_eq!(r.flags & (F_PARENT_UNKNOWN | F_RESTARTED), 0);
+        assert_eq!(c.open_events(), 0);
     }
 
     #[test]
