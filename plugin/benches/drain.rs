@@ -2,9 +2,10 @@
 //! records, for the step-heavy mix a proxy thread produces (Coll → 8 ProxyOps → 8 steps each,
 //! every step start + 3 states + stop, 8 KernelCh), from one proxy thread's ring and from
 //! four (each pass holds every ring's share, as the drain reads them). Single thread, as in
-//! the plugin. A step's states reach the ring as NCCL's thread sends them: carried by its
-//! stop (`step_phases`; `DRAIN_STATES=records` sends each as its own record instead, as
-//! before that, and as a step whose phases entry was taken still does).
+//! the plugin. A step reaches the ring as NCCL's thread sends it: whole, one record at its
+//! stop (`step_phases`; `DRAIN_STEPS=split` sends a start and a stop that carries its
+//! states, as before that and as a step the drain must know early still does;
+//! `DRAIN_STATES=records` each state as its own record too, as before that).
 //!
 //! Completed records go where the drain keeps them: the history's Events frames, trimmed to
 //! the default bound (`NCCLPROF_HISTORY_EVENTS`, 200 000 records) after each pass.
@@ -18,7 +19,7 @@
 //!
 //! Run: `cargo bench -p ncclprof-plugin --bench drain` (`DRAIN_RINGS=1` or `4` for one
 //! configuration, `DRAIN_FROM=items` or `rings` for one source, `DRAIN_PASS` records per
-//! pass, default 65 536, `DRAIN_STATES=records`). Run without `--bench`, as `cargo test
+//! pass, default 65 536, `DRAIN_STEPS=split`, `DRAIN_STATES=records`). Run without `--bench`, as `cargo test
 //! --bench '*'` runs it, it makes one round of 100 collectives per configuration: a check that
 //! the bench still runs, not a measurement.
 
@@ -29,8 +30,10 @@ use nccl_profiler_ncclprof::completion::{Completion, Item, Signals};
 use nccl_profiler_ncclprof::context::Contexts;
 use nccl_profiler_ncclprof::handle;
 use nccl_profiler_ncclprof::history::History;
-use nccl_profiler_ncclprof::ring::{OP_START, OP_STATE, OP_STOP, RF_PHASES, Raw, Ring, RingPool};
-use nccl_profiler_ncclprof::step_phases::Phases;
+use nccl_profiler_ncclprof::ring::{
+    OP_START, OP_STATE, OP_STOP, RF_PHASES, RF_WHOLE, Raw, Ring, RingPool,
+};
+use nccl_profiler_ncclprof::step_phases::{self, Phases};
 use nccl_profiler_ncclprof::stream::InRings;
 use ncclprof_shared::kind::{EventKind, state};
 
@@ -69,6 +72,30 @@ impl Source {
     }
 }
 
+/// How a ProxyStep reaches the drain.
+#[derive(Clone, Copy, PartialEq)]
+enum Steps {
+    /// One record at its stop (`RF_WHOLE`), as NCCL's thread sends it.
+    Whole,
+    /// A start record, then a stop that carries its states (`DRAIN_STEPS=split`: as before
+    /// whole steps, and as a step whose start the drain must know early still does), or its
+    /// states as records of their own (`DRAIN_STATES=records`).
+    Split,
+}
+
+/// A whole step's record as NCCL's thread writes it into a ring, stamps offset by `base`
+/// ticks, from the form the slice holds (see `step_phases::to_whole`).
+fn ring_form(it: &Item, base: u64) -> Raw {
+    let start = it.raw.ts;
+    let off = |t: u64| if t == 0 { 0 } else { t - start + 1 };
+    let w = it.raw.w;
+    Raw {
+        ts: base + it.ns,
+        w: [base + start, off(w[0]) | off(w[1]) << 32, off(w[2]), w[3]],
+        ..it.raw
+    }
+}
+
 /// Capture rings for the `rings` source, one per simulated proxy thread, each holding its
 /// share of a pass (made once: their pages stay faulted in from round to round, as a running
 /// job's do).
@@ -95,6 +122,11 @@ const PASS: usize = 65_536;
 /// them (ring 0's share, then ring 1's, …).
 fn run(rings: u32, source: Source) {
     let states_as_records = std::env::var("DRAIN_STATES").is_ok_and(|v| v == "records");
+    let steps = if states_as_records || std::env::var("DRAIN_STEPS").is_ok_and(|v| v == "split") {
+        Steps::Split
+    } else {
+        Steps::Whole
+    };
     let mut seq = vec![0u64; rings as usize];
     let ts = std::cell::Cell::new(1_000_000u64);
     let ring = std::cell::Cell::new(0u32);
@@ -156,6 +188,38 @@ fn run(rings: u32, source: Source) {
             );
             for s in 0..8u64 {
                 let st = id(EventKind::ProxyStep);
+                if steps == Steps::Whole {
+                    // As NCCL's thread sends it now: one record at the stop. The slice holds
+                    // it as the drain hands it to completion (times in ns); the rings source
+                    // makes the ring's form of it (`ring_form`).
+                    ts.set(ts.get() + 50);
+                    let mut phases = Phases {
+                        id: st,
+                        start: ts.get(),
+                        ..Phases::default()
+                    };
+                    for x in [
+                        state::PROXY_STEP_SEND_GPU_WAIT,
+                        state::PROXY_STEP_SEND_PEER_WAIT,
+                        state::PROXY_STEP_SEND_WAIT,
+                    ] {
+                        ts.set(ts.get() + 50);
+                        phases.record(x as i32, ts.get(), 1 << 16);
+                    }
+                    ts.set(ts.get() + 50);
+                    let r = phases.to_whole(ts.get(), op, s as u32, 0).unwrap();
+                    let [a, b, c] = step_phases::whole_times(&r);
+                    items.borrow_mut().push(Item {
+                        raw: Raw {
+                            ts: r.w[0],
+                            w: [a, b, c, r.w[3]],
+                            ..r
+                        },
+                        ns: ts.get(),
+                        rank: 0,
+                    });
+                    continue;
+                }
                 push(OP_START, EventKind::ProxyStep, st, op, 0, [s, 0, 0, 0]);
                 let mut phases = Phases {
                     id: st,
@@ -253,6 +317,10 @@ fn run(rings: u32, source: Source) {
                     // ids carry the ring index); one producer per ring, here this thread.
                     for it in pass {
                         let ring = &pool.rings()[handle::ring_of(it.raw.id) as usize];
+                        if it.raw.flags & RF_WHOLE != 0 {
+                            assert!(ring.push(&ring_form(it, base)), "ring full");
+                            continue;
+                        }
                         let mut raw = Raw {
                             ts: base + it.raw.ts,
                             ..it.raw
@@ -274,7 +342,7 @@ fn run(rings: u32, source: Source) {
                     }
                     let t0 = Instant::now();
                     // SAFETY: readable ranges, released below after the pass.
-                    let records = unsafe { InRings::new(&ranges, &cal, &contexts) };
+                    let records = unsafe { InRings::new(&ranges, pool.rings(), &cal, &contexts) };
                     c.pass(&records, Signals::ALL);
                     for &(ring, _, h) in &ranges {
                         ring.release(h);
@@ -297,12 +365,12 @@ fn run(rings: u32, source: Source) {
         );
     }
     println!(
-        "drain, {rings} ring(s) from {}, states {}: best {:.2} M events/s, {:.1} ns per event ({completed} events completed)",
+        "drain, {rings} ring(s) from {}, {}: best {:.2} M events/s, {:.1} ns per event ({completed} events completed)",
         source.name(),
-        if states_as_records {
-            "as records"
-        } else {
-            "carried by stops"
+        match (steps, states_as_records) {
+            (Steps::Whole, _) => "steps whole",
+            (Steps::Split, false) => "steps as start + stop with their states",
+            (Steps::Split, true) => "steps as start + states + stop",
         },
         best / 1e6,
         1e9 / best

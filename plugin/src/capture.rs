@@ -1,9 +1,13 @@
 //! What runs on NCCL's threads: timestamp, id, one 64-byte record pushed to this thread's
-//! ring — except a ProxyStep's states, which go into the step's entry of the ring's phases
-//! table and reach the ring with its stop (`step_phases`), the latest also into a word the
-//! drain may read while the step is open (`Ring::publish_state`: what a hung step waits
-//! on). Nothing else — no allocation, no lock, no syscall (the clock is a counter read), no
-//! waiting. All interpretation happens later on the drain thread (`completion`).
+//! ring — except a ProxyStep, most events, which stays in its entry of the ring's phases
+//! table from its start to its stop and then goes to the ring as one whole record
+//! (`step_phases`). While it is open the ring's published entry says it exists, since when,
+//! under which op and what it waits on (`Ring::open_step`, `Ring::publish_state`), for the
+//! drain's in-flight summary (a hung step). Its start record is pushed on its own only when
+//! the drain must know the step before its stop: a NetPlugin event names it as parent, a
+//! newer step takes its entry, or its stop does not fit one record. Nothing else — no
+//! allocation, no lock, no syscall (the clock is a counter read), no waiting. All
+//! interpretation happens later on the drain thread (`completion`).
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -13,7 +17,9 @@ use ncclprof_shared::kind::EventKind;
 use crate::Plugin;
 use crate::clock::now_raw;
 use crate::handle;
-use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, Raw, Ring};
+use crate::ring::{
+    OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, RF_RESTARTED, Raw, RecentStart, Ring,
+};
 use crate::step_phases::Phases;
 
 const PROXY_STEP: u8 = EventKind::ProxyStep as u8;
@@ -69,23 +75,126 @@ pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw
     raw.kind = kind as u8;
     raw.ctx = ci;
     if kind == EventKind::ProxyStep {
-        // SAFETY: `ring` is this thread's, and no other entry reference is live.
-        let ph = unsafe { ring.phases_of(seq) };
-        if ph.id != 0 && ph.seen != 0 {
-            // The entry still holds an older open step: its states so far go to the ring
-            // now (its later ones will be records of their own).
-            ring.push(&ph.to_raw(OP_STATE, raw.ts));
-        }
-        *ph = Phases {
-            id,
-            start: raw.ts,
-            ..Phases::default()
-        };
+        step_start(p, ring, seq, ci, &mut raw);
+        // Not pushed: the step goes to the ring whole at its stop (`step_phases`).
+        return id as *mut c_void;
+    }
+    if kind == EventKind::NetPlugin
+        && handle::kind_of(raw.parent) == Some(EventKind::ProxyStep)
+        && let Some(ph) = phases_held(ring, raw.parent)
+    {
+        // Its parent step must be open at the drain before it (completion links by id).
+        announce(p, ring, ph, raw.ts);
     }
     // A full ring drops the record (counted) but still hands out the id, so children keep a
     // parent to refer to.
     ring.push(&raw);
     id as *mut c_void
+}
+
+/// A ProxyStep's start `raw` (sequence number `seq`, context slot `ci`), kept in its phases
+/// entry and published for the drain instead of pushed.
+#[inline(always)]
+fn step_start(p: &Plugin, ring: &Ring, seq: u64, ci: u32, raw: &mut Raw) {
+    let step = raw.w[0] as u32;
+    if restarts_unannounced(ring, raw.parent, step, seq) {
+        raw.flags |= RF_RESTARTED;
+    }
+    // SAFETY: `ring` is this thread's, and no other entry reference is live.
+    let ph = unsafe { ring.phases_of(seq) };
+    if ph.id != 0 {
+        if abandoned_unannounced(ring, ph) {
+            // A restart's abandoned handle the restart did not tell (`restarts_unannounced`
+            // runs before this, on the newer start): forgotten now, as the drain would.
+        } else {
+            // The entry still holds an older open step: to the ring with what it has so far
+            // (its later states and its stop will be records of their own).
+            announce(p, ring, ph, raw.ts);
+            if ph.seen != 0 {
+                ring.push(&ph.to_raw(OP_STATE, raw.ts));
+            }
+        }
+    }
+    *ph = Phases {
+        id: raw.id,
+        start: raw.ts,
+        rflags: raw.flags,
+        ..Phases::default()
+    };
+    ring.open_step(seq, raw.ts, raw.parent, step, ci, raw.flags);
+}
+
+/// Whether the step starting now (`seq`, under `parent`, step number `step`) restarts one its
+/// thread started earlier and never stopped, which NCCL then abandons (spec §4.6: a receive
+/// step whose buffer was not posted is started again on the next progress pass). When the
+/// abandoned step never reached the drain, it is forgotten here, as the drain forgets one
+/// it knows (`Completion::start`); the drain tells those itself.
+#[inline(always)]
+fn restarts_unannounced(ring: &Ring, parent: u64, step: u32, seq: u64) -> bool {
+    if parent == 0 {
+        // Without its op nothing tells one op's step from another's (NCCL records no state
+        // of such a step, spec §4.2): as the drain, which finds restarts under their op.
+        return false;
+    }
+    // SAFETY: `ring` is this thread's, and no other reference into its table is live.
+    let (recent, key) = unsafe { ring.recent_start(parent, step) };
+    let prev = std::mem::replace(recent, RecentStart { key, seq });
+    if prev.seq == 0 || prev.key != key {
+        return false;
+    }
+    // SAFETY: as above, for the phases table (the reference ends in this block).
+    let old = unsafe { ring.phases_of(prev.seq) };
+    if old.id != handle::make(EventKind::ProxyStep, ring.index(), prev.seq)
+        || old.announced
+        || old.seen != 0
+    {
+        return false; // stopped, announced (the drain tells), or it has run
+    }
+    let (old_parent, old_step, _) = ring.step_fields(prev.seq);
+    if old_parent != parent || old_step != step {
+        return false; // a hash collision
+    }
+    old.id = 0;
+    ring.close_step(prev.seq);
+    true
+}
+
+/// Whether the open step in `ph` (this thread's, its entry about to be taken) never reached
+/// the drain, recorded no state, and its op started the same step number again since: NCCL
+/// abandoned it (spec §4.6). The newer start's restart check misses it when another step's
+/// start took their entry in the table of recent starts in between.
+#[inline]
+fn abandoned_unannounced(ring: &Ring, ph: &Phases) -> bool {
+    let seq = handle::seq_of(ph.id);
+    if ph.announced || ph.seen != 0 {
+        return false;
+    }
+    let (parent, step, _) = ring.step_fields(seq);
+    if parent == 0 {
+        return false;
+    }
+    // SAFETY: this thread's ring; no other reference into its recent-starts table is live.
+    let (recent, key) = unsafe { ring.recent_start(parent, step) };
+    recent.key == key && recent.seq > seq
+}
+
+/// Push the start record of the open step in `ph` (this thread's), if it was not pushed:
+/// the drain must know the step before a record that names it other than its stop. `now`:
+/// the record's place in the ring's time order (see `Phases::start_raw`).
+#[inline]
+fn announce(p: &Plugin, ring: &Ring, ph: &mut Phases, now: u64) {
+    if ph.announced {
+        return;
+    }
+    let seq = handle::seq_of(ph.id);
+    let (parent, step, ctx) = ring.step_fields(seq);
+    let rank = p
+        .contexts
+        .get(ctx)
+        .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+    ring.close_step(seq);
+    ring.push(&ph.start_raw(parent, step, ctx, rank, now));
+    ph.announced = true;
 }
 
 /// Record a stop.
@@ -103,6 +212,19 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
     if kind == PROXY_STEP
         && let Some(ph) = phases_held(ring, id)
     {
+        if !ph.announced {
+            let seq = handle::seq_of(id);
+            let (parent, step, ctx) = ring.step_fields(seq);
+            if let Some(whole) = ph.to_whole(ts, parent, step, ctx) {
+                // Closed before the push, which publishes it: a drain that reads the
+                // record no longer finds the step open in the published entries.
+                ring.close_step(seq);
+                ph.id = 0; // free the entry
+                ring.push(&whole);
+                return;
+            }
+            announce(p, ring, ph, ts); // too long or too large for one record: start, then stop
+        }
         let rec = ph.to_raw(OP_STOP, ts);
         ph.id = 0; // free the entry
         if rec.state != 0 {
@@ -138,7 +260,8 @@ pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 
         let ts = if ph.needs_time(state) { now_raw() } else { 0 };
         ph.record(state, ts, a0);
         // For the drain, should the step stay open (hung): what it waits on.
-        ring.publish_state(handle::seq_of(id), state.clamp(0, 255) as u8);
+        let s = state.clamp(0, 255) as u8;
+        ring.publish_state(handle::seq_of(id), s, ph.rflags, ph.announced);
         return;
     }
     ring.push(&Raw {

@@ -30,8 +30,39 @@ use ncclprof_shared::wire::{DropReason, InFlight, OpenOp, OpenStep};
 use crate::gpuclock::GpuClock;
 use crate::history::Sink;
 use crate::open_steps::OpenSteps;
-use crate::ring::{OP_START, OP_STATE, OP_STOP, RF_FOREIGN, RF_PARENT_NULL, RF_PHASES, Raw};
-use crate::step_phases::merge_record;
+use crate::ring::{
+    OP_START, OP_STATE, OP_STOP, RF_FOREIGN, RF_LATE_START, RF_PARENT_NULL, RF_PHASES,
+    RF_RESTARTED, RF_WHOLE, Raw,
+};
+use crate::step_phases::{merge, merge_record, whole_unpacked};
+
+/// ProxySteps the capture rings show were issued (open, or stopped a moment ago), named as
+/// parent by NetPlugin events of this pass and the one before (see
+/// `Completion::parent_is_open_step`). Empty, and free, without NetPlugin events.
+#[derive(Default)]
+struct IssuedSteps {
+    this_pass: FxHashSet<u64>,
+    last_pass: FxHashSet<u64>,
+}
+
+impl IssuedSteps {
+    fn next_pass(&mut self) {
+        std::mem::swap(&mut self.this_pass, &mut self.last_pass);
+        self.this_pass.clear();
+    }
+
+    fn note(&mut self, id: u64) {
+        self.this_pass.insert(id);
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        (!self.this_pass.is_empty() || !self.last_pass.is_empty())
+            && (self.this_pass.contains(&id) || self.last_pass.contains(&id))
+    }
+}
+
+/// Most ProxyStep states waiting for their step ([`Completion::park_stray_state`]).
+const MAX_STRAY: usize = 1024;
 
 /// Per-context facts completion needs (filled by the drain thread from the context slots).
 #[derive(Clone, Copy, Debug, Default)]
@@ -147,6 +178,12 @@ pub trait PassRecords {
     /// passes over are not converted. A state or stop is handed over where it lies; a start
     /// as a copy whose `ctx` is the context's wire id.
     fn visit(&self, take: impl FnMut(&Raw) -> bool, f: impl FnMut(&Raw, u64, i32));
+
+    /// Whether ProxyStep `id` was issued by a capture ring and its published entry still
+    /// holds it (open, or stopped a moment ago): known only where the rings are.
+    fn step_issued(&self, _id: u64) -> bool {
+        false
+    }
 }
 
 impl PassRecords for [Item] {
@@ -164,7 +201,7 @@ impl PassRecords for [Item] {
 /// drain's view of it: [`SignalsWatch`]). Without KernelCh and ProxyOp events nothing will
 /// ever come, and a Coll/P2p held open for the completion timeout pinned itself, its API
 /// parent and its group in the open table for a second (a burst of small groups filled it).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Signals {
     /// KernelCh events are on: one per channel of each Coll/P2p (spec §4.10).
     pub kernel_ch: bool,
@@ -329,6 +366,15 @@ pub struct Completion<S = Vec<EventRecord>> {
     pub completed: [u64; EventKind::COUNT],
     pub dropped: [u64; DropReason::COUNT],
     last_sweep: u64,
+    /// Steps NetPlugin events of this pass and the one before name, found issued in the
+    /// capture rings ([`Completion::parent_is_open_step`]).
+    issued_steps: IssuedSteps,
+    /// Steps started by [`Completion::announce`] and still open: their whole record is their
+    /// stop ([`Completion::whole_step`]).
+    announced: FxHashSet<u64>,
+    /// ProxyStep states read before their step was known, with their host times
+    /// ([`Completion::park_stray_state`]).
+    stray: Vec<(Raw, u64)>,
     /// Per capture ring, host times of dropped records it reported (0: none). An event whose
     /// ring dropped a record after its last sign of life may have lost its stop.
     ring_drops: Vec<RingDrops>,
@@ -408,6 +454,14 @@ fn step_state_or_phases(rec: &mut EventRecord, r: &Raw, ns: u64) {
     }
 }
 
+/// Whether the open step `id` started after host time `ns` (false if it is not open).
+fn started_after(steps_open: &OpenSteps, table: &HashMap<u64, Open>, id: u64, ns: u64) -> bool {
+    steps_open
+        .get(id)
+        .or_else(|| table.get(&id).map(|o| &o.rec))
+        .is_some_and(|r| r.start_ns > ns)
+}
+
 /// A step's stop `r`, applied to its record `rec` (see [`Completion::step_stopped`]).
 #[inline(always)]
 fn finish_step(table: &mut HashMap<u64, Open>, rec: &mut EventRecord, r: &Raw, ns: u64) {
@@ -417,21 +471,29 @@ fn finish_step(table: &mut HashMap<u64, Open>, rec: &mut EventRecord, r: &Raw, n
     rec.end_ns = ns;
     rec.flags |= F_END_KNOWN;
     if let Some(op) = table.get_mut(&rec.parent) {
-        op.last_activity = ns; // a sign of life of the op (see `sweep`)
-        rec.sub = op.rec.sub;
-        rec.x = op.rec.x;
-        rec.comm = op.rec.comm;
-        rec.rank = op.rec.rank;
-        rec.flags |= op.rec.flags & (F_SEND | F_FOREIGN);
-        op.rec.p[3] += rec.p[4];
+        step_done_in(op, rec, ns);
         let step = rec.p[0] as u32;
         if let Some(i) = op.steps.iter().position(|s| s.0 == step && s.1 == rec.id) {
             op.steps.swap_remove(i); // (order does not matter)
         }
-        op.steps_finished += 1;
     } else if rec.parent != 0 {
         rec.flags |= F_PARENT_UNKNOWN;
     }
+}
+
+/// A finished step `rec` (its bytes in `p[4]`) in its op `op`: it takes channel, peer,
+/// communicator, rank and direction from the op, adds its bytes to the op's and counts as
+/// one of its finished steps.
+#[inline(always)]
+fn step_done_in(op: &mut Open, rec: &mut EventRecord, ns: u64) {
+    op.last_activity = ns; // a sign of life of the op (see `sweep`)
+    rec.sub = op.rec.sub;
+    rec.x = op.rec.x;
+    rec.comm = op.rec.comm;
+    rec.rank = op.rec.rank;
+    rec.flags |= op.rec.flags & (F_SEND | F_FOREIGN);
+    op.rec.p[3] += rec.p[4];
+    op.steps_finished += 1;
 }
 
 #[inline]
@@ -473,6 +535,9 @@ impl<S: Sink> Completion<S> {
             completed: [0; EventKind::COUNT],
             dropped: [0; DropReason::COUNT],
             last_sweep: 0,
+            stray: Vec::new(),
+            announced: FxHashSet::default(),
+            issued_steps: IssuedSteps::default(),
             ring_drops: Vec::new(),
         }
     }
@@ -582,6 +647,7 @@ impl<S: Sink> Completion<S> {
             },
             |r, ns, rank| self.start(r, ns, rank, signals, false),
         );
+        self.issued_steps.next_pass();
         let steps_in_order = !net_in_pass && !holds_net_plugin(&carried);
         if !steps_in_order {
             // Every step before any NetPlugin event: a helper thread's ring may come before
@@ -589,12 +655,16 @@ impl<S: Sink> Completion<S> {
             for kind in [step, net] {
                 records.visit(
                     |r| r.op == OP_START && r.kind == kind,
-                    |r, ns, rank| self.start(r, ns, rank, signals, false),
+                    |r, ns, rank| {
+                        self.note_issued_parent(records, r);
+                        self.start(r, ns, rank, signals, false)
+                    },
                 );
             }
         }
         let mut carried_starts = false;
         for it in carried.iter().filter(|i| i.raw.op == OP_START) {
+            self.note_issued_parent(records, &it.raw);
             self.start(&it.raw, it.ns, it.rank, signals, true);
             carried_starts = true;
         }
@@ -615,7 +685,11 @@ impl<S: Sink> Completion<S> {
             }
         }
         for it in carried.iter().filter(|i| i.raw.op != OP_START) {
-            self.state_or_stop(&it.raw, it.ns, true);
+            if it.raw.flags & RF_WHOLE != 0 && it.raw.kind == step {
+                self.whole_step(&it.raw, it.ns, it.rank, true);
+            } else {
+                self.state_or_stop(&it.raw, it.ns, true);
+            }
         }
         records.visit(
             |r| r.op != OP_START || (steps_in_order && r.kind == step),
@@ -626,6 +700,10 @@ impl<S: Sink> Completion<S> {
                 }
                 // Most records are a state of an open step: handled here, without the general
                 // path's call (its prologue alone was a tenth of the instructions per record).
+                if r.kind == step && r.flags & RF_WHOLE != 0 {
+                    self.whole_step(r, ns, rank, false);
+                    return;
+                }
                 if r.kind == step
                     && (self.deferred_ids.is_empty() || !self.deferred_ids.contains(&r.id))
                 {
@@ -652,8 +730,25 @@ impl<S: Sink> Completion<S> {
     /// A NetPlugin's parent is a ProxyStep, kept in `steps_open` (in `table` only when its
     /// direct-mapped slot was taken); it holds nothing for its children, so finding it is all
     /// the linking there is.
+    ///
+    /// A step that goes to the ring whole is never open here: a NetPlugin event on the
+    /// step's thread pushes the step's start first (`capture`), and one on a helper thread
+    /// (NCCL's socket transport) finds it in its capture ring's published entries, open or
+    /// stopped a moment ago ([`PassRecords::step_issued`], noted by `pass`).
     fn parent_is_open_step(&self, r: &Raw) -> bool {
-        r.kind == EventKind::NetPlugin as u8 && self.steps_open.contains(r.parent)
+        r.kind == EventKind::NetPlugin as u8
+            && (self.steps_open.contains(r.parent) || self.issued_steps.contains(r.parent))
+    }
+
+    /// Before a NetPlugin start `r` is taken: whether its parent step was issued, from the
+    /// capture rings (see [`Completion::parent_is_open_step`]).
+    fn note_issued_parent(&mut self, records: &(impl PassRecords + ?Sized), r: &Raw) {
+        if r.kind == EventKind::NetPlugin as u8
+            && !self.steps_open.contains(r.parent)
+            && records.step_issued(r.parent)
+        {
+            self.issued_steps.note(r.parent);
+        }
     }
 
     /// Phase A: a start record; `signals`: what the mask in force lets complete a Coll/P2p.
@@ -665,6 +760,25 @@ impl<S: Sink> Completion<S> {
         let Some(kind) = EventKind::from_u8(r.kind) else {
             return;
         };
+        if kind == EventKind::ProxyStep
+            && r.flags & RF_LATE_START != 0
+            && !self.announced.is_empty()
+            && self.announced.contains(&r.id)
+        {
+            // Its start record, pushed late, after the drain learnt of it from its ring's
+            // published entries (`announce`): nothing new.
+            return;
+        }
+        if kind == EventKind::ProxyStep
+            && r.flags & RF_LATE_START != 0
+            && self.restarted_since(r, ns)
+        {
+            // An abandoned handle whose start record was pushed late (its phases entry
+            // taken, `capture`), after the start of the step that restarted it: forgotten,
+            // as a restart's abandoned handle is (below).
+            self.captured[kind as usize] += 1;
+            return;
+        }
         // The parent is looked up once, here, and linked below (never for foreign ops: their
         // parent lives in another process).
         let linkable = r.flags & (RF_PARENT_NULL | RF_FOREIGN) == 0 && r.parent != 0;
@@ -705,7 +819,11 @@ impl<S: Sink> Completion<S> {
             // Most events: kept in `steps_open`, their record built in its slot (not on
             // the stack and copied in), without an `Open`.
             let step = lo(r.w[0]);
-            let mut flags = 0;
+            let mut flags = if r.flags & RF_RESTARTED != 0 {
+                F_RESTARTED
+            } else {
+                0
+            };
             let mut abandoned = None;
             match parent {
                 Some(op) => {
@@ -741,11 +859,21 @@ impl<S: Sink> Completion<S> {
                 p: [u64::from(step), 0, 0, 0, 0, 0],
                 ..EventRecord::default()
             };
-            match self.steps_open.claim(r.id) {
-                Some(slot) => *slot = record(),
-                None => {
-                    self.table.insert(r.id, Open::new(record(), ns));
+            let rec = match self.steps_open.claim(r.id) {
+                Some(slot) => {
+                    *slot = record();
+                    slot
                 }
+                None => {
+                    &mut self
+                        .table
+                        .entry(r.id)
+                        .or_insert(Open::new(record(), ns))
+                        .rec
+                }
+            };
+            if !self.stray.is_empty() {
+                Self::apply_stray(&mut self.stray, rec);
             }
             return;
         }
@@ -922,7 +1050,9 @@ impl<S: Sink> Completion<S> {
             });
             return;
         }
-        if r.op == OP_STOP {
+        if r.flags & RF_WHOLE != 0 && r.kind == EventKind::ProxyStep as u8 {
+            self.whole_step(r, ns, -1, retry);
+        } else if r.op == OP_STOP {
             self.stop(r, ns);
         } else if r.op == OP_STATE {
             self.state(r, ns);
@@ -944,7 +1074,11 @@ impl<S: Sink> Completion<S> {
             // A step's states sent because a newer step took its phases entry: the step may
             // be one NCCL restarted or abandoned, already forgotten here (and counted then).
             if r.flags & RF_PHASES == 0 {
-                self.unknown();
+                if r.kind == EventKind::ProxyStep as u8 {
+                    self.park_stray_state(r, ns);
+                } else {
+                    self.unknown();
+                }
             }
             return;
         };
@@ -1124,6 +1258,172 @@ impl<S: Sink> Completion<S> {
         true
     }
 
+    /// A whole step in one record (`RF_WHOLE`, as `InRings` hands it over: `ts` = start and
+    /// `w[0..3]` = phase times in host ns, `ns` = its stop): what its start and its stop would
+    /// have done, without keeping it open in between. `rank`: its context's (-1 unknown).
+    fn whole_step(&mut self, r: &Raw, ns: u64, rank: i32, retry: bool) {
+        let (arg, retries, step) = whole_unpacked(r.w[3]);
+        if !self.announced.is_empty() && self.announced.remove(&r.id) {
+            // The drain learnt of it while it was open (`announce`): this is its stop. (Only
+            // such a step can be open here: one whose start record NCCL's thread pushed
+            // ends with a stop record, not a whole one.)
+            let stop = Raw {
+                ts: 0,
+                id: r.id,
+                parent: arg,
+                op: OP_STOP,
+                kind: r.kind,
+                state: r.state,
+                flags: RF_PHASES,
+                ctx: retries,
+                w: [r.w[0], r.w[1], r.w[2], 0],
+            };
+            self.stop(&stop, ns);
+            return;
+        }
+        let linkable = r.flags & (RF_PARENT_NULL | RF_FOREIGN) == 0 && r.parent != 0;
+        let mut flags = if r.flags & RF_RESTARTED != 0 {
+            F_RESTARTED
+        } else {
+            0
+        };
+        // Its op: one lookup (this is the drain's most frequent record). A step the drain
+        // knows open under the same number, started before this one, was abandoned by NCCL
+        // (spec §4.6), as in `start`: this one replaces it. The drain knows open steps only
+        // as `announce` and late start records make them, so an op's list is mostly empty.
+        let mut op = if linkable {
+            self.table.get_mut(&r.parent)
+        } else {
+            None
+        };
+        if op
+            .as_ref()
+            .is_some_and(|o| o.steps.iter().any(|s| s.0 == step))
+        {
+            let abandoned = self.table[&r.parent]
+                .steps
+                .iter()
+                .find(|s| s.0 == step && !started_after(&self.steps_open, &self.table, s.1, r.ts))
+                .map(|s| s.1);
+            if let Some(old) = abandoned {
+                if let Some(o) = self.table.get_mut(&r.parent) {
+                    o.steps.retain(|s| s.1 != old);
+                }
+                self.forget_step(old);
+                flags |= F_RESTARTED;
+            }
+            op = self.table.get_mut(&r.parent);
+        }
+        if op.is_none() && linkable && !retry && crate::handle::kind_of(r.parent).is_some() {
+            // Its op may sit in another thread's ring beyond this pass's snapshot, as for a
+            // start (`start`); `Item::rank` keeps the rank for the retry.
+            self.deferred.push(Item { raw: *r, ns, rank });
+            self.deferred_ids.insert(r.id);
+            return;
+        }
+        if op.is_none() && r.flags & RF_PARENT_NULL == 0 && r.parent != 0 {
+            flags |= F_PARENT_UNKNOWN;
+        }
+        let mut rec = EventRecord {
+            id: r.id,
+            parent: if r.flags & RF_PARENT_NULL != 0 {
+                0
+            } else {
+                r.parent
+            },
+            start_ns: r.ts,
+            end_ns: ns,
+            comm: r.ctx,
+            rank,
+            kind: EventKind::ProxyStep as u8,
+            flags: flags | F_END_KNOWN,
+            p: [u64::from(step), 0, 0, 0, 0, 0],
+            ..EventRecord::default()
+        };
+        if !self.stray.is_empty() {
+            Self::apply_stray(&mut self.stray, &mut rec);
+        }
+        merge(&mut rec, r.state, [r.w[0], r.w[1], r.w[2]], arg, retries);
+        if let Some(op) = op {
+            step_done_in(op, &mut rec, ns);
+        }
+        self.captured[EventKind::ProxyStep as usize] += 1;
+        self.completed[EventKind::ProxyStep as usize] += 1;
+        self.out.put(&rec);
+    }
+
+    /// A ProxyStep state for a step not known here: recorded on a thread other than the
+    /// step's, whose start has not reached the drain (a step goes to the ring whole at its
+    /// stop, `step_phases`). Kept until that step's record comes ([`Completion::apply_stray`]);
+    /// counted unknown if none comes within the lost-stop wait (`sweep`), or when more
+    /// than [`MAX_STRAY`] wait.
+    fn park_stray_state(&mut self, r: &Raw, ns: u64) {
+        if self.stray.len() >= MAX_STRAY {
+            self.stray.remove(0);
+            self.unknown();
+        }
+        self.stray.push((*r, ns));
+    }
+
+    /// Apply the parked states of step `rec.id` (see [`Completion::park_stray_state`]), as
+    /// they would have been applied had the step been open when they were read.
+    fn apply_stray(stray: &mut Vec<(Raw, u64)>, rec: &mut EventRecord) {
+        stray.retain(|(r, ns)| {
+            if r.id != rec.id {
+                return true;
+            }
+            step_state_or_phases(rec, r, *ns);
+            false
+        });
+    }
+
+    /// Whether the step start `r` (at `ns`) is older than an open step of its op under the
+    /// same number: then that one restarted it (spec §4.6), and `r` is the abandoned handle.
+    fn restarted_since(&self, r: &Raw, ns: u64) -> bool {
+        if r.flags & (RF_PARENT_NULL | RF_FOREIGN) != 0 {
+            return false;
+        }
+        let step = lo(r.w[0]);
+        self.table.get(&r.parent).is_some_and(|op| {
+            op.steps
+                .iter()
+                .any(|s| s.0 == step && started_after(&self.steps_open, &self.table, s.1, ns))
+        })
+    }
+
+    /// Whether completion holds the event `id` open or deferred (the drain's published-steps
+    /// scan asks before announcing one, `stream`).
+    pub fn knows(&self, id: u64) -> bool {
+        self.steps_open.contains(id)
+            || self.table.contains_key(&id)
+            || (!self.deferred_ids.is_empty() && self.deferred_ids.contains(&id))
+    }
+
+    /// A step the drain found open in a ring's published entries, its start record never
+    /// pushed (`Ring::open_published_steps`): started here as its start record would have,
+    /// so that the in-flight summary sees where a hung collective waits. Its stop, a whole
+    /// step, then finds it open (`whole_step`).
+    pub fn announce(&mut self, r: &Raw, ns: u64, rank: i32, signals: Signals) {
+        // (One older than an open step of the same number is that step's abandoned handle,
+        // as for a late start record: the scan finds entries in no particular order.)
+        if !self.knows(r.id) && !self.restarted_since(r, ns) {
+            self.start(r, ns, rank, signals, false);
+            if self.knows(r.id) {
+                self.announced.insert(r.id);
+            }
+        }
+    }
+
+    /// Forget the announced steps completion no longer holds (stopped by a stop record,
+    /// forgotten, swept): called before each scan, so the set holds open steps only.
+    pub fn prune_announced(&mut self) {
+        if !self.announced.is_empty() {
+            let mut a = std::mem::take(&mut self.announced);
+            a.retain(|&id| self.knows(id));
+            self.announced = a;
+        }
+    }
+
     /// A ProxyOp left the table: its finished steps now count on its Coll/P2p's channel.
     fn op_left(&mut self, op: &Open) {
         if op.steps_finished == 0 || op.rec.flags & F_FOREIGN != 0 {
@@ -1299,6 +1599,11 @@ impl<S: Sink> Completion<S> {
             .steps_open
             .remove_where(|r| now.saturating_sub(r.start_ns) > leak_ns);
         self.dropped[DropReason::Abandoned as usize] += leaked as u64;
+        let wait_ns = LOST_AFTER_TIMEOUTS * self.timeout_ns;
+        let before = self.stray.len();
+        self.stray
+            .retain(|(_, ns)| now.saturating_sub(*ns) <= wait_ns);
+        self.dropped[DropReason::UnknownHandle as usize] += (before - self.stray.len()) as u64;
         self.reach_drops(now);
         let mut finish = Vec::new();
         let mut orphans = Vec::new();
@@ -1612,6 +1917,7 @@ impl<S: Sink> Completion<S> {
 mod tests {
     use super::*;
     use crate::handle;
+    use crate::step_phases::Phases;
 
     /// What these tests feed: ProxyOps and steps, no KernelCh events.
     const PROXY_ONLY: Signals = Signals {
@@ -2524,6 +2830,286 @@ mod tests {
         assert_eq!(out.len(), 1, "only the op");
         assert_eq!(c.dropped[DropReason::Abandoned as usize], 2);
         assert_eq!(c.open_events(), 0);
+    }
+
+    /// A send step's phases as NCCL's thread keeps them (`step_phases`), times in ns (the
+    /// tests' clock: one tick a nanosecond, as `Feed` stamps).
+    fn send_phases(id: u64, start: u64, flags: u8) -> Phases {
+        let mut ph = Phases {
+            id,
+            start,
+            rflags: flags,
+            ..Phases::default()
+        };
+        ph.record(st::PROXY_STEP_SEND_GPU_WAIT as i32, 0, 0);
+        ph.record(st::PROXY_STEP_SEND_PEER_WAIT as i32, start + 3, 0);
+        ph.record(st::PROXY_STEP_SEND_PEER_WAIT as i32, start + 4, 0);
+        ph.record(st::PROXY_STEP_SEND_WAIT as i32, start + 5, 4096);
+        ph
+    }
+
+    impl Feed {
+        /// Step `step` of `op` as one whole record (`RF_WHOLE`), as the drain hands it over.
+        fn whole(&mut self, op: u64, step: u32, flags: u8) -> u64 {
+            let id = self.id(EventKind::ProxyStep);
+            self.whole_of(op, step, send_phases(id, self.ts + 1, flags));
+            id
+        }
+        fn whole_of(&mut self, op: u64, step: u32, ph: Phases) {
+            self.ts += 10;
+            let raw = ph.to_whole(self.ts, op, step, 0).unwrap();
+            let [a, b, c] = crate::step_phases::whole_times(&raw);
+            self.items.push(Item {
+                raw: Raw {
+                    ts: raw.w[0],
+                    w: [a, b, c, raw.w[3]],
+                    ..raw
+                },
+                ns: self.ts,
+                rank: 0,
+            });
+        }
+        /// The same step as a start record and a stop that carries its phases.
+        fn start_and_stop_of(&mut self, op: u64, step: u32, ph: Phases) {
+            let mut start = ph.start_raw(op, step, 0, 0, ph.start);
+            start.ts = ph.start;
+            self.items.push(Item {
+                raw: start,
+                ns: ph.start,
+                rank: 0,
+            });
+            self.ts += 10;
+            self.items.push(Item {
+                raw: ph.to_raw(OP_STOP, self.ts),
+                ns: self.ts,
+                rank: -1,
+            });
+        }
+    }
+
+    /// A whole step gives the record its start and its stop give: the same fields, linked
+    /// to its op the same way (bytes, steps finished), nothing left open.
+    #[test]
+    fn a_whole_step_completes_as_its_start_and_stop_would() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let coll = f.coll(1);
+        let op = f.op_on(coll, 2);
+        let (a, b) = (f.id(EventKind::ProxyStep), f.id(EventKind::ProxyStep));
+        let start = f.ts + 1;
+        f.start_and_stop_of(op, 70, send_phases(a, start, 0));
+        f.whole_of(op, 70, send_phases(b, start, 0));
+        f.stop(EventKind::ProxyOp, op);
+        let out = f.run(&mut c);
+        let find = |id| *out.iter().find(|r| r.id == id).unwrap();
+        let (ra, rb) = (find(a), find(b));
+        assert_eq!(
+            EventRecord {
+                id: a,
+                end_ns: ra.end_ns,
+                ..rb
+            },
+            ra
+        );
+        assert_eq!(rb.sub, 2, "its op's channel");
+        assert_eq!((rb.p[0], rb.p[4], rb.p[5]), (70, 4096, 2));
+        assert_eq!(rb.p[1], rb.start_ns, "a taken from the start");
+        assert_ne!(rb.flags & F_END_KNOWN, 0);
+        let rop = out.iter().find(|r| r.id == op).unwrap();
+        assert_eq!(rop.p[3], 2 * 4096, "both steps' bytes on the op");
+        assert_eq!(
+            c.open_events(),
+            1,
+            "only the collective (its kernel never came)"
+        );
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+        assert_eq!(c.captured[EventKind::ProxyStep as usize], 2);
+    }
+
+    /// A step the drain learnt of while open (`announce`, from the published entries) is
+    /// stopped by its whole record; its start record, pushed later, adds nothing.
+    #[test]
+    fn a_whole_record_stops_an_announced_step() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(1);
+        assert!(f.run(&mut c).is_empty());
+        let id = f.id(EventKind::ProxyStep);
+        let ph = send_phases(id, f.ts + 1, 0);
+        let start = ph.start_raw(op, 5, 0, 0, ph.start);
+        c.announce(&start, ph.start, 0, PROXY_ONLY);
+        c.announce(&start, ph.start, 0, PROXY_ONLY);
+        assert!(c.knows(id));
+        assert_eq!(c.open_events(), 2, "the op and the step, once");
+        f.items.push(Item {
+            raw: start,
+            ns: ph.start,
+            rank: 0,
+        });
+        f.whole_of(op, 5, ph);
+        let out = f.run(&mut c);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].id, out[0].p[0], out[0].p[4]), (id, 5, 4096));
+        assert_eq!(out[0].start_ns, ph.start);
+        assert_eq!(c.open_events(), 1, "the op");
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+        assert_eq!(c.captured[EventKind::ProxyStep as usize], 1);
+    }
+
+    /// The published-entries scan finds open steps in no particular order: an abandoned
+    /// handle found after the step that restarted it is not taken for a restart of it.
+    #[test]
+    fn an_announced_step_older_than_its_restart_is_not_opened() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(1);
+        assert!(f.run(&mut c).is_empty());
+        let (old, new) = (f.id(EventKind::ProxyStep), f.id(EventKind::ProxyStep));
+        let at = |id, start| Phases {
+            id,
+            start,
+            ..Phases::default()
+        };
+        let (old_start, new_start) = (f.ts + 1, f.ts + 50);
+        let restart = at(new, new_start).start_raw(op, 6, 0, 0, new_start);
+        c.announce(&restart, new_start, 0, PROXY_ONLY);
+        let abandoned = at(old, old_start).start_raw(op, 6, 0, 0, old_start);
+        c.announce(&abandoned, old_start, 0, PROXY_ONLY);
+        assert!(c.knows(new) && !c.knows(old));
+        f.ts += 100;
+        f.whole_of(op, 6, send_phases(new, new_start, 0));
+        let out = f.run(&mut c);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].id, new);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+        assert_eq!(c.open_events(), 1, "the op");
+    }
+
+    /// A restart the drain can see (the abandoned step was announced) flags the whole step
+    /// that replaces it and forgets the old; one NCCL's thread saw (`RF_RESTARTED`) is
+    /// flagged as it says.
+    #[test]
+    fn whole_steps_that_restart_one_are_flagged() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(1);
+        let first = f.step_start(op, 7);
+        let again = f.whole(op, 7, 0);
+        let told = f.whole(op, 8, RF_RESTARTED);
+        let plain = f.whole(op, 9, 0);
+        f.stop(EventKind::ProxyOp, op);
+        let out = f.run(&mut c);
+        let flags = |id| {
+            out.iter()
+                .find(|r| r.id == id)
+                .map(|r| r.flags & F_RESTARTED)
+        };
+        assert_eq!(flags(first), None, "forgotten");
+        assert_eq!(flags(again), Some(F_RESTARTED));
+        assert_eq!(flags(told), Some(F_RESTARTED));
+        assert_eq!(flags(plain), Some(0));
+        assert_eq!(c.dropped[DropReason::Abandoned as usize], 0);
+        assert_eq!(c.open_events(), 0);
+    }
+
+    /// An abandoned handle's start record can come after its restart's (its phases entry
+    /// was taken later, `capture`): older than the open step of the same number, it is
+    /// forgotten, not taken for a restart of that one; nothing is lost or counted.
+    #[test]
+    fn a_late_start_older_than_its_restart_is_the_abandoned_one() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(1);
+        let (old, new) = (f.id(EventKind::ProxyStep), f.id(EventKind::ProxyStep));
+        let old_start = f.ts + 1;
+        f.ts += 100;
+        f.push(OP_START, EventKind::ProxyStep, new, op, 0, [4, 0, 0, 0]);
+        let new_start = f.ts;
+        let late = Phases {
+            id: old,
+            start: old_start,
+            ..Phases::default()
+        };
+        f.items.push(Item {
+            raw: late.start_raw(op, 4, 0, 0, f.ts + 5),
+            ns: old_start,
+            rank: 0,
+        });
+        f.step_end(new);
+        f.stop(EventKind::ProxyOp, op);
+        let out = f.run(&mut c);
+        let steps: Vec<_> = out.iter().filter(|r| r.id == new || r.id == old).collect();
+        assert_eq!(steps.len(), 1);
+        assert_eq!((steps[0].id, steps[0].start_ns), (new, new_start));
+        assert_eq!(
+            steps[0].flags & F_RESTARTED,
+            0,
+            "what restarted it is unknown here"
+        );
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+        assert_eq!(c.open_events(), 0);
+    }
+
+    /// A whole step whose op is not known yet waits a pass for it (the op may sit beyond the
+    /// pass in another ring); then it is linked. Without the op then, it is kept unlinked.
+    #[test]
+    fn a_whole_step_waits_one_pass_for_its_op() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.id(EventKind::ProxyOp);
+        let step = f.whole(op, 1, 0);
+        assert!(f.run(&mut c).is_empty());
+        f.push(
+            OP_START,
+            EventKind::ProxyOp,
+            op,
+            0,
+            0,
+            [0, 4 | (1 << 8), 8, 0],
+        );
+        let out = f.run(&mut c);
+        let r = out.iter().find(|r| r.id == step).unwrap();
+        assert_eq!((r.sub, r.flags & F_PARENT_UNKNOWN), (4, 0));
+        let orphan = f.whole(handle::make(EventKind::ProxyOp, 3, 999_999), 1, 0);
+        assert!(f.run(&mut c).is_empty());
+        let out = f.run(&mut c);
+        let r = out.iter().find(|r| r.id == orphan).unwrap();
+        assert_ne!(r.flags & F_PARENT_UNKNOWN, 0);
+    }
+
+    /// A step's state read before the step is known (recorded on another thread; the step
+    /// reaches the ring whole at its stop) is applied when the step comes; one whose step
+    /// never comes is counted as an unknown handle after the lost-stop wait.
+    #[test]
+    fn a_stray_step_state_waits_for_its_step() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(1);
+        let id = f.id(EventKind::ProxyStep);
+        let mut ph = send_phases(id, f.ts + 1, 0);
+        ph.t[1] = 0; // its SendPeerWaits were recorded on the other thread
+        ph.retries = 0;
+        ph.seen &= !(1 << 5);
+        let s = st::PROXY_STEP_SEND_PEER_WAIT as u8;
+        f.push(OP_STATE, EventKind::ProxyStep, id, 0, s, [0; 4]);
+        let stray_at = f.ts;
+        assert!(f.run(&mut c).is_empty());
+        f.whole_of(op, 3, ph);
+        let out = f.run(&mut c);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].p[2], out[0].p[5]),
+            (stray_at, 1),
+            "b and the count from it"
+        );
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+        let never = f.id(EventKind::ProxyStep);
+        f.push(OP_STATE, EventKind::ProxyStep, never, 0, s, [0; 4]);
+        assert!(f.run(&mut c).is_empty());
+        assert_eq!(c.dropped[DropReason::UnknownHandle as usize], 0, "not yet");
+        f.ts += (LOST_AFTER_TIMEOUTS + 1) * c.timeout_ns() + 200_000_000;
+        f.run(&mut c);
+        assert_eq!(c.dropped[DropReason::UnknownHandle as usize], 1);
     }
 
     #[test]

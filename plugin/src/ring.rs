@@ -45,6 +45,20 @@ pub const RF_FOREIGN: u8 = 1 << 2;
 /// drain hands the record to completion), `parent` = bytes, `ctx` = SendPeerWait count,
 /// `state` = the states seen.
 pub const RF_PHASES: u8 = 1 << 3;
+/// A whole ProxyStep in one stop record ([`crate::step_phases`], `Phases::to_whole`): no start
+/// record was pushed. In the ring: `ts` = stop, `w[0]` = start (raw ticks), `w[1]` = phase
+/// times a | b << 32 and `w[2]` = c, each as ticks after the start + 1 (0 = not seen),
+/// `w[3]` = bytes | SendPeerWait count << 32 | step number << 48, `parent` = the start's
+/// `parentObj`, `ctx` = context slot, `state` = the states seen, with `RF_PHASES` set. As the
+/// drain hands it to completion: `ts` = start and `w[0..3]` = phase times, in host ns.
+pub const RF_WHOLE: u8 = 1 << 4;
+/// A ProxyStep's start (or whole step) that NCCL restarted: a receive step started again
+/// while the previous handle for the same step, never stopped, was abandoned (spec §4.6).
+/// Found on NCCL's thread when the abandoned step never reached the drain (`capture`).
+pub const RF_RESTARTED: u8 = 1 << 5;
+/// A ProxyStep start record pushed after the step started (`Phases::start_raw`): `ts` is when
+/// it was pushed (its place in the ring's time order), `w[1]` the step's start (raw ticks).
+pub const RF_LATE_START: u8 = 1 << 6;
 
 /// One captured callback: 64 bytes, written on NCCL's thread, read on the drain thread.
 #[repr(C)]
@@ -103,6 +117,9 @@ pub struct Ring {
     /// Next event-id sequence number of this ring (producer-only while owned).
     seq: UnsafeCell<u64>,
     producer: UnsafeCell<Producer>,
+    /// The owner's latest ProxyStep starts by parent and step number (owner-only): how a
+    /// restarted step is told ([`Ring::recent_start`]).
+    recent: UnsafeCell<[RecentStart; RECENT_STARTS]>,
     /// Records dropped because the ring was full, by kind (producer writes, drain reads).
     dropped: [AtomicU64; EventKind::COUNT],
     /// Stamp of the newest record dropped (0: none yet): tells the drain which open events
@@ -133,10 +150,11 @@ pub struct Ring {
     slots: *mut Raw,
     /// The owner's open ProxySteps' states ([`step_phases::SLOTS`] entries, owner-only).
     phases: *mut Phases,
-    /// The state each open ProxyStep last recorded, by its entry in `phases`, for the drain to
-    /// read while the step is open (a hung one: what it waits on). Owner writes, drain reads;
-    /// see [`Ring::publish_state`]. `SLOTS` words after the largest ring's slots.
-    published: *const AtomicU64,
+    /// Each open ProxyStep's start fields and last state, by its entry in `phases`, for the
+    /// drain to read while the step is open (a hung one: where and since when it waits).
+    /// Owner writes, drain reads; see [`Ring::open_step`]. `SLOTS` entries after the largest
+    /// ring's slots.
+    published: *const PublishedStep,
     /// Bytes of the ring's mapping (phases, then slots), from the start, the drain has
     /// faulted in (drain-only).
     populated: AtomicUsize,
@@ -144,7 +162,7 @@ pub struct Ring {
 
 // SAFETY: `slots` is accessed SPSC-style (producer writes below head, consumer reads between
 // tail and head) with acquire/release ordering; `seq`, `producer` and `phases` are touched
-// only by the owning thread; `published` holds atomics.
+// only by the owning thread, like `recent`; `published` holds atomics.
 unsafe impl Sync for Ring {}
 // SAFETY: as above; the allocation is owned by the pool for the process's lifetime.
 unsafe impl Send for Ring {}
@@ -178,25 +196,128 @@ impl Ring {
         unsafe { &mut *self.phases.add(seq as usize & (step_phases::SLOTS - 1)) }
     }
 
-    /// Producer side: the open ProxyStep with sequence number `seq` recorded `state` (a
-    /// `PROXY_STEP_*` value). One relaxed store into a word of its own, so that the drain
-    /// can say what a step that stays open waits on ([`Ring::published_state`]) without
-    /// touching the owner-only phases table.
+    /// The owner's entry for the latest ProxyStep start under `parent` with step number
+    /// `step` (direct-mapped: it may hold another pair's, told by its `key`).
+    ///
+    /// # Safety
+    /// As [`Ring::phases_of`]: the owning thread only, one reference at a time.
     #[inline(always)]
-    pub fn publish_state(&self, seq: u64, state: u8) {
+    #[allow(clippy::mut_from_ref)] // owner-only, like `phases_of`
+    pub unsafe fn recent_start(&self, parent: u64, step: u32) -> (&mut RecentStart, u64) {
+        let key = parent ^ u64::from(step).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize % RECENT_STARTS;
+        // SAFETY: only the owner touches the table (contract); `i` < RECENT_STARTS.
+        (unsafe { &mut (*self.recent.get())[i] }, key)
+    }
+
+    /// The published entry of the step with sequence number `seq`.
+    #[inline(always)]
+    fn published_entry(&self, seq: u64) -> &PublishedStep {
         let i = seq as usize & (step_phases::SLOTS - 1);
-        // SAFETY: `i` < SLOTS, the words after the mapping's largest ring (`growing`).
-        let w = unsafe { &*self.published.add(i) };
-        w.store((seq & SEQ_MASK) | u64::from(state) << 48, Ordering::Relaxed);
+        // SAFETY: `i` < SLOTS, the entries after the mapping's largest ring (`growing`).
+        unsafe { &*self.published.add(i) }
+    }
+
+    /// Producer side: the ProxyStep with sequence number `seq` started at raw time `start`
+    /// under `parent` (step number `step`, context slot `ctx`, the start record's `RF_*`
+    /// flags). Its start record is not pushed (see `step_phases`): this entry is how the
+    /// drain learns of it while it stays open ([`Ring::open_published_steps`]).
+    #[inline(always)]
+    pub fn open_step(&self, seq: u64, start: u64, parent: u64, step: u32, ctx: u32, flags: u8) {
+        let e = self.published_entry(seq);
+        // A seqlock's write: the key leaves the older step before its fields change, so a
+        // reader that read the older key and then any new field sees a different key after
+        // (`open_published_steps`). (The fence is free on x86; one barrier on Arm.)
+        e.key.store(0, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        e.start.store(start, Ordering::Relaxed);
+        e.parent.store(parent, Ordering::Relaxed);
+        e.step_ctx
+            .store(u64::from(step) | u64::from(ctx) << 32, Ordering::Relaxed);
+        e.key.store(key_of(seq, 0, flags), Ordering::Release);
+    }
+
+    /// Producer side: the open ProxyStep with sequence number `seq` recorded `state` (a
+    /// `PROXY_STEP_*` value; `flags` as given to [`Ring::open_step`]). One relaxed store into
+    /// a word of its own, so that the drain can say what a step that stays open waits on
+    /// ([`Ring::published_state`]) without touching the owner-only phases table.
+    /// `announced`: the step's start record went to the ring, so the drain knows it already
+    /// and must not learn of it again here.
+    #[inline(always)]
+    pub fn publish_state(&self, seq: u64, state: u8, flags: u8, announced: bool) {
+        let e = self.published_entry(seq);
+        let open = if announced { 0 } else { KEY_OPEN };
+        // Release, as `open_step`'s: a reader that acquires this key must see the fields that
+        // step wrote (a later relaxed store would not carry `open_step`'s release on).
+        e.key.store(
+            key_of(seq, state, flags) & !KEY_OPEN | open,
+            Ordering::Release,
+        );
+    }
+
+    /// Producer side: the ProxyStep with sequence number `seq` stopped, or its start record
+    /// went to the ring: the drain no longer learns of it here. Before the record that says
+    /// so is pushed (the push's release store publishes this one with it).
+    #[inline(always)]
+    pub fn close_step(&self, seq: u64) {
+        let e = self.published_entry(seq);
+        let k = e.key.load(Ordering::Relaxed);
+        if k & SEQ_MASK == seq & SEQ_MASK {
+            // (Its last state stays readable: `published_state`, for an announced step.)
+            e.key.store(k & !KEY_OPEN, Ordering::Relaxed);
+        }
+    }
+
+    /// Producer side: parent, step number and context slot of the open step `seq`, as
+    /// [`Ring::open_step`] stored them (the owner reads back its own writes).
+    #[inline(always)]
+    pub fn step_fields(&self, seq: u64) -> (u64, u32, u32) {
+        let e = self.published_entry(seq);
+        let sc = e.step_ctx.load(Ordering::Relaxed);
+        (
+            e.parent.load(Ordering::Relaxed),
+            sc as u32,
+            (sc >> 32) as u32,
+        )
     }
 
     /// Drain side: the state the step with sequence number `seq` last published, if it did
-    /// and no other step has published in its entry since.
+    /// and no other step has taken its entry since.
     pub fn published_state(&self, seq: u64) -> Option<u8> {
-        let i = seq as usize & (step_phases::SLOTS - 1);
-        // SAFETY: as in `publish_state`.
-        let w = unsafe { &*self.published.add(i) }.load(Ordering::Relaxed);
+        let w = self.published_entry(seq).key.load(Ordering::Relaxed);
         (w != 0 && w & SEQ_MASK == seq & SEQ_MASK).then_some((w >> 48) as u8)
+    }
+
+    /// Drain side: every step open in this ring whose start record was not pushed (see
+    /// [`Ring::open_step`]), consistent as read: an entry being rewritten meanwhile is left
+    /// out (it belongs to a step started just now, found next time).
+    pub fn open_published_steps(&self, mut f: impl FnMut(PublishedOpen)) {
+        for i in 0..step_phases::SLOTS {
+            // SAFETY: as in `published_entry`.
+            let e = unsafe { &*self.published.add(i) };
+            let k1 = e.key.load(Ordering::Acquire);
+            if k1 & KEY_OPEN == 0 {
+                continue;
+            }
+            let start = e.start.load(Ordering::Relaxed);
+            let parent = e.parent.load(Ordering::Relaxed);
+            let sc = e.step_ctx.load(Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Acquire);
+            let k2 = e.key.load(Ordering::Relaxed);
+            // (The state may have moved on: only the step's identity must hold.)
+            if k2 & !KEY_STATE != k1 & !KEY_STATE {
+                continue;
+            }
+            f(PublishedOpen {
+                seq: k2 & SEQ_MASK,
+                state: (k2 >> 48) as u8,
+                flags: ((k2 >> 56) & 0x3F) as u8,
+                start,
+                parent,
+                step: sc as u32,
+                ctx: (sc >> 32) as u32,
+            });
+        }
     }
 
     /// Push a record; false (and counted) if the ring is full. Producer side only.
@@ -466,12 +587,68 @@ fn mapping_bytes(cap: usize) -> usize {
     step_phases::SLOTS * std::mem::size_of::<Phases>() + cap * std::mem::size_of::<Raw>()
 }
 
-/// A ProxyStep's sequence number in a published state word (the state above it).
-const SEQ_MASK: u64 = (1 << 48) - 1;
+/// Entries of a ring's table of recent ProxyStep starts ([`Ring::recent_start`]): more than
+/// the steps a proxy thread starts in one progress pass of a receive group.
+pub const RECENT_STARTS: usize = 512;
 
-/// Bytes of the published states after a ring's mapping ([`Ring::publish_state`]): whole
-/// pages.
-const PUBLISHED_BYTES: usize = step_phases::SLOTS * 8;
+/// A ProxyStep start in [`Ring::recent_start`]'s table.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecentStart {
+    /// The (parent, step number) pair's hash.
+    pub key: u64,
+    /// The step id's sequence number (0: none).
+    pub seq: u64,
+}
+
+/// A ProxyStep's sequence number in a published key (the state, the start record's flags
+/// and [`KEY_OPEN`] above it).
+const SEQ_MASK: u64 = (1 << 48) - 1;
+/// The state's bits in a published key.
+const KEY_STATE: u64 = 0xFF << 48;
+/// The step is open and its start record was not pushed: the drain learns of it here.
+const KEY_OPEN: u64 = 1 << 63;
+
+#[inline(always)]
+fn key_of(seq: u64, state: u8, flags: u8) -> u64 {
+    (seq & SEQ_MASK) | u64::from(state) << 48 | u64::from(flags & 0x3F) << 56 | KEY_OPEN
+}
+
+/// One entry of a ring's published steps (by the step id's sequence number, like the
+/// phases table): what the drain may read of an open step while NCCL's thread holds it.
+/// Written by the ring's owner only; `key` last, so that a reader can tell a consistent
+/// read (a seqlock, see [`Ring::open_published_steps`]).
+#[repr(C, align(32))]
+#[derive(Default)]
+pub struct PublishedStep {
+    /// Sequence number | state << 48 | start flags << 56 | `KEY_OPEN`; 0: none.
+    key: AtomicU64,
+    /// The step's start, raw ticks.
+    start: AtomicU64,
+    /// Its `parentObj` as the start record carries it.
+    parent: AtomicU64,
+    /// Step number | context slot << 32.
+    step_ctx: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<PublishedStep>() == 32);
+
+/// An open step as [`Ring::open_published_steps`] found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PublishedOpen {
+    pub seq: u64,
+    /// The last state it recorded (0: none yet).
+    pub state: u8,
+    /// Its start record's `RF_*` flags.
+    pub flags: u8,
+    /// Raw ticks.
+    pub start: u64,
+    pub parent: u64,
+    pub step: u32,
+    pub ctx: u32,
+}
+
+/// Bytes of the published steps after a ring's mapping ([`Ring::open_step`]): whole pages.
+const PUBLISHED_BYTES: usize = step_phases::SLOTS * std::mem::size_of::<PublishedStep>();
 const _: () = assert!(PUBLISHED_BYTES.is_multiple_of(4096));
 
 /// The pool of rings, allocated once.
@@ -534,12 +711,14 @@ impl RingPool {
             // SAFETY: the slots follow the table inside the mapping (`mapping_bytes`).
             let slots = unsafe { phases.add(step_phases::SLOTS) }.cast::<Raw>();
             // SAFETY: inside the mapping, after the largest ring's slots.
-            let published = unsafe { m.cast::<u8>().add(mapping_bytes(max)) }.cast::<AtomicU64>();
+            let published =
+                unsafe { m.cast::<u8>().add(mapping_bytes(max)) }.cast::<PublishedStep>();
             rings.push(Ring {
                 head: Padded(AtomicU64::new(0)),
                 tail: Padded(AtomicU64::new(0)),
                 state: AtomicU32::new(FREE),
                 seq: UnsafeCell::new(0),
+                recent: UnsafeCell::new([RecentStart::default(); RECENT_STARTS]),
                 producer: UnsafeCell::new(Producer {
                     mask: (cap - 1) as u64,
                     limit: (cap - 1) as u64,
@@ -823,18 +1002,117 @@ mod tests {
         let p = pool();
         let r = p.mine().unwrap();
         assert_eq!(r.published_state(5), None);
-        r.publish_state(5, 20);
+        r.publish_state(5, 20, 0, true);
         assert_eq!(r.published_state(5), Some(20));
         let later = 5 + step_phases::SLOTS as u64;
         assert_eq!(r.published_state(later), None, "another step's entry");
         assert_eq!(r.published_state(6), None);
-        r.publish_state(later, 10);
+        r.publish_state(later, 10, 0, false);
         assert_eq!(r.published_state(later), Some(10));
         assert_eq!(r.published_state(5), None, "taken by the later step");
         // Sequence numbers use 48 bits.
         let big = (1 << 48) - 3;
-        r.publish_state(big, 9);
+        r.publish_state(big, 9, RF_PARENT_NULL, false);
         assert_eq!(r.published_state(big), Some(9));
+    }
+
+    fn open_ones(r: &Ring) -> Vec<PublishedOpen> {
+        let mut v = Vec::new();
+        r.open_published_steps(|o| v.push(o));
+        v
+    }
+
+    /// An unannounced open step is found by the drain's scan with its start fields and last
+    /// state, until it stops or its start record goes to the ring; a state of an announced
+    /// one does not make it findable again; a newer step in the entry replaces it.
+    #[test]
+    fn open_steps_are_found_in_the_published_entries_until_closed() {
+        let p = pool();
+        let r = p.mine().unwrap();
+        assert!(open_ones(r).is_empty());
+        r.open_step(7, 1234, 0xABCD, 70_000, 3, RF_RESTARTED);
+        r.open_step(8, 1300, 0xABCD, 2, 3, RF_PARENT_NULL);
+        let want7 = PublishedOpen {
+            seq: 7,
+            state: 0,
+            flags: RF_RESTARTED,
+            start: 1234,
+            parent: 0xABCD,
+            step: 70_000,
+            ctx: 3,
+        };
+        assert_eq!(open_ones(r)[0], want7);
+        assert_eq!(open_ones(r).len(), 2);
+        assert_eq!(
+            r.step_fields(7),
+            (0xABCD, 70_000, 3),
+            "the owner reads them back"
+        );
+        r.publish_state(7, 8, RF_RESTARTED, false);
+        assert_eq!(open_ones(r)[0], PublishedOpen { state: 8, ..want7 });
+        r.close_step(7);
+        assert_eq!(open_ones(r).iter().map(|o| o.seq).collect::<Vec<_>>(), [8]);
+        assert_eq!(
+            r.published_state(7),
+            Some(8),
+            "its last state stays readable"
+        );
+        r.publish_state(7, 9, RF_RESTARTED, true);
+        assert_eq!(
+            open_ones(r).len(),
+            1,
+            "an announced step's state reopens nothing"
+        );
+        assert_eq!(r.published_state(7), Some(9));
+        // Closing a step whose entry a newer one took leaves the newer one.
+        let newer = 8 + step_phases::SLOTS as u64;
+        r.open_step(newer, 2000, 0x1, 0, 0, 0);
+        r.close_step(8);
+        assert_eq!(
+            open_ones(r).iter().map(|o| o.seq).collect::<Vec<_>>(),
+            [newer]
+        );
+        r.close_step(newer);
+        assert!(open_ones(r).is_empty());
+    }
+
+    /// The drain's scan runs while NCCL's thread rewrites entries: whatever it reports is one
+    /// step's fields, never a mix of two (the seqlock of `open_step`).
+    #[test]
+    fn a_scan_beside_a_writer_reads_no_mixed_entry() {
+        let p = pool();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s2 = stop.clone();
+        let writer = std::thread::spawn(move || {
+            let r = p.mine().unwrap();
+            tx.send(r as *const Ring as usize).unwrap();
+            let mut seq = 1u64;
+            while !s2.load(Ordering::Relaxed) {
+                // Every field a function of the sequence number.
+                r.open_step(seq, seq * 3, seq * 5, seq as u32, (seq * 7) as u32, 0);
+                r.publish_state(seq, (seq % 200) as u8, 0, false);
+                if seq.is_multiple_of(3) {
+                    r.close_step(seq);
+                }
+                seq += 1;
+            }
+        });
+        // SAFETY: the pool is leaked ('static); the ring outlives the test.
+        let r = unsafe { &*(rx.recv().unwrap() as *const Ring) };
+        let mut seen = 0;
+        for _ in 0..2000 {
+            r.open_published_steps(|o| {
+                assert_eq!(o.start, o.seq * 3, "{o:?}");
+                assert_eq!(o.parent, o.seq * 5, "{o:?}");
+                assert_eq!(o.step, o.seq as u32, "{o:?}");
+                assert_eq!(o.ctx, (o.seq * 7) as u32, "{o:?}");
+                seen += 1;
+            });
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(seen > 0);
     }
 
     /// The published states' pages are faulted in by the drain, not by NCCL's thread's

@@ -1,4 +1,4 @@
-//! A ProxyStep's states, kept on NCCL's thread until the step stops.
+//! A ProxyStep, kept on NCCL's thread from its start to its stop, then sent whole.
 //!
 //! ProxySteps are most events, and a step is five callbacks: start, three or more states,
 //! stop. Pushing every state as its own 64-byte record made the drain read (and NCCL's
@@ -6,29 +6,54 @@
 //! times. Instead each ring keeps a small direct-mapped table of its open steps' phases,
 //! indexed by the step id's sequence number: a state updates its step's entry (a few stores
 //! into a line the thread just used), and the stop carries the phases to the drain in its
-//! one record ([`crate::ring::RF_PHASES`]). The start still goes to the ring as
-//! before, so the drain knows every open step (restarts, abandonment, in-flight counts and
-//! NetPlugin children work as they did).
+//! one record ([`crate::ring::RF_PHASES`]).
+//!
+//! The start does not go to the ring either: the stop's record carries it too, a whole step
+//! ([`crate::ring::RF_WHOLE`], [`Phases::to_whole`]), so the drain reads one record per step
+//! and completes it at once, never holding it open (`Completion::whole_step`). Keeping its
+//! start with its stop halved what the drain did per step: it was the drain's largest cost,
+//! and the drain the stream's bottleneck (`BENCHMARKS.md` §2). What the drain learnt from a
+//! step's start while it was open comes another way:
+//! - where a collective waits while it is in flight (a hung one): the ring's published
+//!   entry of each open step ([`crate::ring::Ring::open_step`]), which the drain reads
+//!   before each in-flight summary, learning of the open steps it finds there
+//!   (`Drain::announce_published_steps`);
+//! - a NetPlugin event's parent: on the step's thread the event's start pushes the step's
+//!   start record first (`capture::announce`); on a helper thread (NCCL's socket transport),
+//!   which may not touch the step's entry, the drain finds the step issued in its ring's
+//!   published entry (`PassRecords::step_issued`);
+//! - a restarted receive step (spec §4.6): told on NCCL's thread by a table of recent starts
+//!   by op and step number, the abandoned handle forgotten there and the new one flagged
+//!   (`crate::ring::RF_RESTARTED`), as the drain does for one it knows. When another start
+//!   took that table entry in between (about one restart in fifty with ten starts between),
+//!   the abandoned handle stays in its phases entry: forgotten when a newer step takes the
+//!   entry if the table then shows its restart, else it reaches the drain, which forgets it
+//!   if its restart is still open there and otherwise counts it abandoned, the restart's
+//!   record unflagged;
+//! - a step whose entry a newer step takes while it is open (more than [`SLOTS`] ids issued
+//!   meanwhile on that thread), or whose stop does not fit one record (a phase of more than
+//!   2^32 ticks, 4 GiB, step number or retry count of 65 536 or more): its start record goes
+//!   to the ring then, and the rest as before (below).
 //!
 //! Only the thread that owns the ring touches its table, so there is nothing to
-//! synchronise. A step whose entry was taken by a newer step while it was open (more than
-//! [`SLOTS`] ids issued meanwhile on that thread), or whose state comes from another thread,
-//! falls back to the old way: its phases so far go out as one `RF_PHASES` state record and
-//! its later states as ordinary state records. The drain's result is the same either way:
-//! [`Phases::record`] applies the rules of the per-state path to raw ticks, and [`merge_record`]
-//! applies a run of accumulated states to what the drain already holds exactly as the
-//! states one by one would have (tested below against [`crate::completion`]'s rules).
+//! synchronise. A step whose entry was taken by a newer step while it was open, or whose
+//! state comes from another thread, falls back to the old way: its phases so far go out as
+//! one `RF_PHASES` state record and its later states as ordinary state records. The drain's
+//! result is the same either way: [`Phases::record`] applies the rules of the per-state path
+//! to raw ticks, and [`merge_record`] applies a run of accumulated states to what the drain
+//! already holds exactly as the states one by one would have (tested below against
+//! [`crate::completion`]'s rules).
 //!
 //! One case is not covered: a step stopped from a thread other than the one that started it
 //! would leave the states its own thread accumulated in a table the stopping thread may not
-//! read; they would reach the ring only when a newer step takes the entry, after the stop,
-//! and be ignored. NCCL starts, updates and stops a ProxyStep on its proxy progress thread
-//! (the ABI spec's §4.1 threading table: "ProxyStep everything — the proxy progress
-//! thread"), so that split does not happen; a stray state from elsewhere is handled as above.
-//! Such a stray state is applied when the drain reads it, before the run its step's own
-//! thread accumulated (applied at the stop), so for a "first" phase (a, or b from the first
-//! SendPeerWait) the stray one can win where the order of the calls says otherwise — as it
-//! could before, since records of two rings were never ordered by time within a pass.
+//! read, and its stop names a step the drain may not know yet (counted as an unknown
+//! handle). NCCL starts, updates and stops a ProxyStep on its proxy progress thread (the ABI
+//! spec's §4.1 threading table: "ProxyStep everything — the proxy progress thread"), so that
+//! split does not happen. A stray state from elsewhere is kept by the drain until its step
+//! comes (`Completion::park_stray_state`) and applied before the run its step's own thread
+//! accumulated, so for a "first" phase (a, or b from the first SendPeerWait) the stray one
+//! can win where the order of the calls says otherwise — as it could before, since records
+//! of two rings were never ordered by time within a pass.
 //!
 //! A RF_PHASES state for a step the drain no longer knows (restarted, or abandoned with its
 //! op) is ignored without a count: the step was counted when it was lost. A step whose start
@@ -37,7 +62,7 @@
 use ncclprof_shared::kind::{EventKind, state as st};
 use ncclprof_shared::record::{EventRecord, F_SEND};
 
-use crate::ring::{RF_PHASES, Raw};
+use crate::ring::{OP_START, OP_STOP, RF_LATE_START, RF_PHASES, RF_WHOLE, Raw};
 
 /// Entries per ring (64 B each: 64 KiB, of which a thread touches the lines of its open
 /// steps). A proxy thread keeps at most `NCCL_STEPS` (8) steps in flight per channel and
@@ -75,6 +100,11 @@ pub struct Phases {
     pub retries: u32,
     /// `SEEN_*` bits.
     pub seen: u8,
+    /// The step's start record went to the ring ([`Phases::start_raw`]): its stop is a stop
+    /// record, not a whole step ([`Phases::to_whole`]).
+    pub announced: bool,
+    /// The start record's `RF_*` flags (`RF_PARENT_NULL`, `RF_FOREIGN`, `RF_RESTARTED`).
+    pub rflags: u8,
 }
 
 const _: () = assert!(std::mem::size_of::<Phases>() == 64);
@@ -188,6 +218,106 @@ impl Phases {
     }
 }
 
+impl Phases {
+    /// The step's start record, for when it must reach the drain before its stop (see the
+    /// module docs): from this entry and the fields [`crate::ring::Ring::open_step`] kept.
+    /// `rank` goes where the version shims put the descriptor's (`descr`). Stamped `now`, with
+    /// the start in `w[1]` ([`RF_LATE_START`]): a ring's records stay in time order, which the
+    /// drain's pass relies on (its time cut).
+    #[inline]
+    pub fn start_raw(&self, parent: u64, step: u32, ctx: u32, rank: i32, now: u64) -> Raw {
+        Raw {
+            ts: now,
+            id: self.id,
+            parent,
+            op: OP_START,
+            kind: EventKind::ProxyStep as u8,
+            state: 0,
+            flags: self.rflags | RF_LATE_START,
+            ctx,
+            w: [
+                u64::from(step) | u64::from(rank as u32) << 32,
+                self.start,
+                0,
+                0,
+            ],
+        }
+    }
+
+    /// The whole step, start, states and stop at `ts`, as one record ([`RF_WHOLE`]), if its
+    /// fields fit: phase times within 2^32 - 2 ticks of the start (1.6 s at 2.6 GHz), bytes
+    /// below 4 GiB, step number and SendPeerWait count below 65 536. Else `None`: the step
+    /// goes as a start and a stop record, as an announced one does.
+    #[inline(always)]
+    pub fn to_whole(&self, ts: u64, parent: u64, step: u32, ctx: u32) -> Option<Raw> {
+        // (Volatile reads, one by one: see `to_raw`.)
+        // SAFETY: reads of this entry's own fields.
+        let t = unsafe {
+            [
+                std::ptr::read_volatile(&self.t[0]),
+                std::ptr::read_volatile(&self.t[1]),
+                std::ptr::read_volatile(&self.t[2]),
+            ]
+        };
+        // Offset + 1 from the start, 0 = not seen (a time is never before its step's start:
+        // one thread, one invariant clock).
+        let off = |x: u64| -> Option<u64> {
+            if x == 0 {
+                return Some(0);
+            }
+            let d = x.checked_sub(self.start)?.checked_add(1)?;
+            (d <= u64::from(u32::MAX)).then_some(d)
+        };
+        let (a, b, c) = (off(t[0])?, off(t[1])?, off(t[2])?);
+        if self.arg > u64::from(u32::MAX) || self.retries > 0xFFFF || step > 0xFFFF {
+            return None;
+        }
+        Some(Raw {
+            ts,
+            id: self.id,
+            parent,
+            op: OP_STOP,
+            kind: EventKind::ProxyStep as u8,
+            state: self.seen,
+            flags: RF_PHASES | RF_WHOLE | self.rflags,
+            ctx,
+            w: [
+                self.start,
+                a | b << 32,
+                c,
+                whole_packed(self.arg, self.retries, step),
+            ],
+        })
+    }
+}
+
+/// A whole step's bytes, SendPeerWait count and step number in one word (`Raw::w[3]` of an
+/// [`RF_WHOLE`] record, in the ring and as the drain hands it to completion).
+#[inline(always)]
+pub fn whole_packed(arg: u64, retries: u32, step: u32) -> u64 {
+    arg | u64::from(retries) << 32 | u64::from(step) << 48
+}
+
+/// [`whole_packed`]'s fields: bytes, SendPeerWait count, step number.
+#[inline(always)]
+pub fn whole_unpacked(w: u64) -> (u64, u32, u32) {
+    (
+        w & 0xFFFF_FFFF,
+        ((w >> 32) & 0xFFFF) as u32,
+        (w >> 48) as u32,
+    )
+}
+
+/// An [`RF_WHOLE`] record's phase times as raw ticks (0 = not seen), from the ring's form.
+#[inline(always)]
+pub fn whole_times(r: &Raw) -> [u64; 3] {
+    let at = |d: u64| {
+        let d = d & 0xFFFF_FFFF;
+        if d == 0 { 0 } else { r.w[0] + d - 1 }
+    };
+    [at(r.w[1]), at(r.w[1] >> 32), at(r.w[2])]
+}
+
 /// Apply a run of a step's states, accumulated by [`Phases::record`] and carried by the
 /// record [`Phases::to_raw`] made (times already host ns), to the step's record: the same
 /// result as applying each state in turn after the ones `rec` already holds.
@@ -196,9 +326,10 @@ pub fn merge_record(rec: &mut EventRecord, r: &Raw) {
     merge(rec, r.state, [r.w[0], r.w[1], r.w[2]], r.parent, r.ctx);
 }
 
-/// [`merge_record`]'s work, on the record's fields.
+/// [`merge_record`]'s work, on the record's fields (also a whole step's, see
+/// `Completion::whole_step`).
 #[inline]
-fn merge(rec: &mut EventRecord, seen: u8, t: [u64; 3], arg: u64, retries: u32) {
+pub fn merge(rec: &mut EventRecord, seen: u8, t: [u64; 3], arg: u64, retries: u32) {
     if seen & SEEN_SEND != 0 {
         rec.flags |= F_SEND;
     }
@@ -228,7 +359,7 @@ fn merge(rec: &mut EventRecord, seen: u8, t: [u64; 3], arg: u64, retries: u32) {
 mod tests {
     use super::*;
     use crate::completion::step_state;
-    use crate::ring::OP_STOP;
+    use crate::ring::{OP_STOP, RF_RESTARTED};
 
     /// Deterministic pseudo-random numbers (xorshift), so a failure reproduces.
     struct Rng(u64);
@@ -404,6 +535,77 @@ mod tests {
         ph.record(st::PROXY_STEP_SEND_GPU_WAIT as i32, 120, 0);
         let rec = merged(&ph, [5_654, 0, 0, 0]);
         assert_eq!(rec.p[1], 5_654);
+    }
+
+    /// A whole step's record carries exactly the entry's fields (times back from their
+    /// offsets, bytes, count, step number), and is refused where one does not fit.
+    #[test]
+    fn a_whole_record_carries_the_entry_or_is_refused() {
+        let mut rng = Rng(0x5eed);
+        for _ in 0..10_000 {
+            let start = rng.next() >> 2;
+            let mut t = [0; 3];
+            for x in &mut t {
+                *x = match rng.next() % 3 {
+                    0 => 0,
+                    1 => start + rng.next() % 1000,
+                    _ => start + rng.next() % (u64::from(u32::MAX) - 1),
+                };
+            }
+            let ph = Phases {
+                id: 42,
+                start,
+                t,
+                arg: rng.next() % (1 << 32),
+                retries: (rng.next() % 65_536) as u32,
+                seen: rng.next() as u8,
+                announced: false,
+                rflags: RF_RESTARTED,
+            };
+            let step = (rng.next() % 65_536) as u32;
+            let r = ph.to_whole(99, 0xABC, step, 7).unwrap();
+            assert_eq!(
+                (r.ts, r.id, r.parent, r.ctx, r.state),
+                (99, 42, 0xABC, 7, ph.seen)
+            );
+            assert_eq!(r.flags, RF_PHASES | RF_WHOLE | RF_RESTARTED);
+            assert_eq!(r.w[0], start);
+            assert_eq!(whole_times(&r), t);
+            assert_eq!(whole_unpacked(r.w[3]), (ph.arg, ph.retries, step));
+        }
+        let ph = Phases {
+            id: 1,
+            start: 1000,
+            t: [1000, 2000, 3000],
+            arg: 5,
+            ..Phases::default()
+        };
+        assert!(ph.to_whole(4000, 0, 65_535, 0).is_some());
+        assert!(ph.to_whole(4000, 0, 65_536, 0).is_none(), "step number");
+        let long = 1000 + u64::from(u32::MAX) - 1; // 2^32 - 2 ticks after the start
+        let edge = Phases {
+            t: [1000, 2000, long],
+            ..ph
+        };
+        assert!(edge.to_whole(long, 0, 0, 0).is_some());
+        let over = Phases {
+            t: [1000, 2000, long + 1],
+            ..ph
+        };
+        assert!(
+            over.to_whole(long, 0, 0, 0).is_none(),
+            "a time too far after the start"
+        );
+        let big = Phases { arg: 1 << 32, ..ph };
+        assert!(big.to_whole(4000, 0, 0, 0).is_none(), "bytes");
+        let tries = Phases {
+            retries: 65_536,
+            ..ph
+        };
+        assert!(
+            tries.to_whole(4000, 0, 0, 0).is_none(),
+            "SendPeerWait count"
+        );
     }
 
     #[test]

@@ -27,11 +27,13 @@ use ncclprof_shared::wire::{
 
 use crate::Plugin;
 use crate::clock::{Calibration, now_raw};
-use crate::completion::{Completion, PassRecords, SignalsWatch};
+use crate::completion::{Completion, PassRecords, Signals, SignalsWatch};
 use crate::context::{Contexts, SlotIdentity};
+use crate::handle;
 use crate::history::History;
 use crate::ring::Ring;
-use crate::ring::{OP_START, RF_PHASES, Raw};
+use crate::ring::{OP_START, RF_LATE_START, RF_PHASES, RF_WHOLE, Raw};
+use crate::step_phases;
 
 /// Messages to the drain thread.
 pub enum DrainMsg {
@@ -110,6 +112,8 @@ struct Pass {
 /// record with a step's states (`RF_PHASES`) their times in host ns.
 pub struct InRings<'a> {
     ranges: &'a [(&'static Ring, u64, u64)],
+    /// Every ring of the pool, for [`PassRecords::step_issued`].
+    rings: &'a [Ring],
     cal: &'a Calibration,
     contexts: &'a Contexts,
 }
@@ -120,11 +124,13 @@ impl<'a> InRings<'a> {
     /// before the last use of this value (see [`Ring::slices`]).
     pub unsafe fn new(
         ranges: &'a [(&'static Ring, u64, u64)],
+        rings: &'a [Ring],
         cal: &'a Calibration,
         contexts: &'a Contexts,
     ) -> InRings<'a> {
         InRings {
             ranges,
+            rings,
             cal,
             contexts,
         }
@@ -132,6 +138,14 @@ impl<'a> InRings<'a> {
 }
 
 impl PassRecords for InRings<'_> {
+    fn step_issued(&self, id: u64) -> bool {
+        handle::kind_of(id) == Some(EventKind::ProxyStep)
+            && self
+                .rings
+                .get(handle::ring_of(id) as usize)
+                .is_some_and(|r| r.published_state(handle::seq_of(id)).is_some())
+    }
+
     #[inline]
     fn visit(&self, mut take: impl FnMut(&Raw) -> bool, mut f: impl FnMut(&Raw, u64, i32)) {
         let contexts = self.contexts;
@@ -140,15 +154,33 @@ impl PassRecords for InRings<'_> {
                 if !take(r) {
                     continue;
                 }
-                let ns = self.cal.to_ns(r.ts);
+                let mut ns = self.cal.to_ns(r.ts);
                 // Most records, states and stops, are read where they lie: they name no
                 // context (completion reads rank and context from starts alone). Looking
                 // them up for every record was 5 % of the pass's instructions, copying the
                 // record out another 10 %. (One call of `f`, so that it is inlined here.)
                 let copy;
                 let (rec, rank) = if r.op == OP_START {
+                    if r.flags & RF_LATE_START != 0 {
+                        ns = self.cal.to_ns(r.w[1]); // a step's start, pushed later
+                    }
                     copy = Raw {
                         ctx: contexts.wire_id(r.ctx),
+                        ..*r
+                    };
+                    let rank = contexts
+                        .get(r.ctx)
+                        .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+                    (&copy, rank)
+                } else if r.flags & RF_WHOLE != 0 {
+                    // A whole step: its start and phase times to host ns, its context to the
+                    // wire id and rank a start gets (`RF_WHOLE` says where each lies).
+                    let [a, b, c] = step_phases::whole_times(r);
+                    let ns_or_0 = |t: u64| if t == 0 { 0 } else { self.cal.to_ns(t) };
+                    copy = Raw {
+                        ts: self.cal.to_ns(r.w[0]),
+                        ctx: contexts.wire_id(r.ctx),
+                        w: [ns_or_0(a), ns_or_0(b), ns_or_0(c), r.w[3]],
                         ..*r
                     };
                     let rank = contexts
@@ -275,6 +307,11 @@ pub struct Drain {
     ring_drop_stamps: Vec<u64>,
     /// Reused buffer of the rings read in a pass: (ring, first, end) sequence numbers.
     ranges: Vec<(&'static Ring, u64, u64)>,
+    /// Per ring: the highest sequence number of a step its published entries showed open
+    /// (`announce_published_steps`).
+    scanned_upto: Vec<u64>,
+    /// What the mask let complete as of the last pass (for the steps announced between).
+    last_signals: Signals,
 }
 
 /// Drops counted outside completion, by [`DropReason`] index: on NCCL's threads (full ring,
@@ -333,6 +370,8 @@ impl Drain {
             mask_changes_seen: 0,
             last_requested: p.control.wanted(),
             ranges: Vec::new(),
+            scanned_upto: Vec::new(),
+            last_signals: Signals::default(),
             signals: SignalsWatch::default(),
             horizon_ns: 0,
             ring_drop_stamps: Vec::new(),
@@ -412,8 +451,9 @@ impl Drain {
             read += n;
         }
         // SAFETY: `ranges` are readable ranges, released only below, after the pass.
-        let records = unsafe { InRings::new(&ranges, &self.cal, &p.contexts) };
+        let records = unsafe { InRings::new(&ranges, p.rings.rings(), &self.cal, &p.contexts) };
         self.completion.pass(&records, signals);
+        self.last_signals = signals;
         for &(ring, _, end) in &ranges {
             ring.release(end);
             p.rings.recycle_if_retired(ring);
@@ -805,6 +845,9 @@ impl Drain {
                 .is_some();
             self.trim_history(now);
             self.retire_finalized();
+            // With a viewer or without: a step left open (abandoned with its op, hung) is
+            // known to completion, so it is shown in flight and, once leaked, counted.
+            self.announce_published_steps();
             if self.session.is_some() {
                 let rings = self.p.rings.rings();
                 let inflight = self.completion.in_flight(now, 512, |id| {
@@ -820,6 +863,61 @@ impl Drain {
         if now.saturating_sub(self.last_calibration) >= 1_000_000_000 {
             self.last_calibration = now;
             self.cal.refresh();
+        }
+    }
+
+    /// Steps open on NCCL's threads whose start records were never pushed (a step reaches
+    /// the ring whole at its stop, `step_phases`) are started in completion from the rings'
+    /// published entries, so that the in-flight summary shows where a hung collective
+    /// waits, and a step NCCL leaves open (abandoned with its op) is counted once leaked
+    /// (`Completion::sweep`). Only steps started before the last pass's horizon: their ops'
+    /// start records have been read. Each step once: one the drain learnt of and since
+    /// dropped (swept, forgotten) is not learnt again — a step started after a scan has a
+    /// higher sequence number than any its ring had issued by then.
+    fn announce_published_steps(&mut self) {
+        let p = self.p;
+        let rings = p.rings.rings();
+        if self.scanned_upto.len() < rings.len() {
+            self.scanned_upto.resize(rings.len(), 0);
+        }
+        let signals = self.last_signals;
+        self.completion.prune_announced();
+        for (i, ring) in rings.iter().enumerate() {
+            let mut upto = self.scanned_upto[i];
+            let last = upto;
+            let horizon = self.horizon_ns;
+            ring.open_published_steps(|o| {
+                let ns = self.cal.to_ns(o.start);
+                if ns > horizon {
+                    // Started after what the last pass read up to: its op's start record
+                    // may be unread yet (its ring's records are in time order). Next time.
+                    // (Such steps have the ring's highest sequence numbers: `upto` stays
+                    // below them.)
+                    return;
+                }
+                upto = upto.max(o.seq);
+                let id = crate::handle::make(EventKind::ProxyStep, ring.index(), o.seq);
+                if o.seq <= last || self.completion.knows(id) {
+                    return;
+                }
+                let rank = p
+                    .contexts
+                    .get(o.ctx)
+                    .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+                let raw = Raw {
+                    ts: o.start,
+                    id,
+                    parent: o.parent,
+                    op: OP_START,
+                    kind: EventKind::ProxyStep as u8,
+                    state: 0,
+                    flags: o.flags,
+                    ctx: p.contexts.wire_id(o.ctx),
+                    w: [u64::from(o.step) | u64::from(rank as u32) << 32, 0, 0, 0],
+                };
+                self.completion.announce(&raw, ns, rank, signals);
+            });
+            self.scanned_upto[i] = upto;
         }
     }
 
