@@ -188,10 +188,7 @@ fn announce(p: &Plugin, ring: &Ring, ph: &mut Phases, now: u64) {
     }
     let seq = handle::seq_of(ph.id);
     let (parent, step, ctx) = ring.step_fields(seq);
-    let rank = p
-        .contexts
-        .get(ctx)
-        .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+    let rank = p.contexts.rank(ctx);
     ring.close_step(seq);
     ring.push(&ph.start_raw(parent, step, ctx, rank, now));
     ph.announced = true;

@@ -56,8 +56,7 @@ impl IssuedSteps {
     }
 
     fn contains(&self, id: u64) -> bool {
-        (!self.this_pass.is_empty() || !self.last_pass.is_empty())
-            && (self.this_pass.contains(&id) || self.last_pass.contains(&id))
+        self.this_pass.contains(&id) || self.last_pass.contains(&id)
     }
 }
 
@@ -760,24 +759,19 @@ impl<S: Sink> Completion<S> {
         let Some(kind) = EventKind::from_u8(r.kind) else {
             return;
         };
-        if kind == EventKind::ProxyStep
-            && r.flags & RF_LATE_START != 0
-            && !self.announced.is_empty()
-            && self.announced.contains(&r.id)
-        {
-            // Its start record, pushed late, after the drain learnt of it from its ring's
-            // published entries (`announce`): nothing new.
-            return;
-        }
-        if kind == EventKind::ProxyStep
-            && r.flags & RF_LATE_START != 0
-            && self.restarted_since(r, ns)
-        {
-            // An abandoned handle whose start record was pushed late (its phases entry
-            // taken, `capture`), after the start of the step that restarted it: forgotten,
-            // as a restart's abandoned handle is (below).
-            self.captured[kind as usize] += 1;
-            return;
+        if kind == EventKind::ProxyStep && r.flags & RF_LATE_START != 0 {
+            if self.announced.contains(&r.id) {
+                // Its start record, pushed late, after the drain learnt of it from its ring's
+                // published entries (`announce`): nothing new.
+                return;
+            }
+            if self.restarted_since(r, ns) {
+                // An abandoned handle whose start record was pushed late (its phases entry
+                // taken, `capture`), after the start of the step that restarted it:
+                // forgotten, as a restart's abandoned handle is (below).
+                self.captured[kind as usize] += 1;
+                return;
+            }
         }
         // The parent is looked up once, here, and linked below (never for foreign ops: their
         // parent lives in another process).

@@ -195,6 +195,11 @@ impl Contexts {
         }
     }
 
+    /// The rank of slot `i`'s communicator (-1: unknown or no such slot).
+    pub fn rank(&self, i: u32) -> i32 {
+        self.get(i).map_or(-1, |s| s.rank.load(Ordering::Relaxed))
+    }
+
     /// The context pointer NCCL will hand back for slot `i`.
     pub fn ptr(&self, i: u32) -> *mut c_void {
         (&self.slots[i as usize] as *const Slot).cast_mut().cast()

@@ -234,7 +234,7 @@ impl Ring {
         e.parent.store(parent, Ordering::Relaxed);
         e.step_ctx
             .store(u64::from(step) | u64::from(ctx) << 32, Ordering::Relaxed);
-        e.key.store(key_of(seq, 0, flags), Ordering::Release);
+        e.key.store(key_of(seq, 0, flags, true), Ordering::Release);
     }
 
     /// Producer side: the open ProxyStep with sequence number `seq` recorded `state` (a
@@ -246,13 +246,10 @@ impl Ring {
     #[inline(always)]
     pub fn publish_state(&self, seq: u64, state: u8, flags: u8, announced: bool) {
         let e = self.published_entry(seq);
-        let open = if announced { 0 } else { KEY_OPEN };
         // Release, as `open_step`'s: a reader that acquires this key must see the fields that
         // step wrote (a later relaxed store would not carry `open_step`'s release on).
-        e.key.store(
-            key_of(seq, state, flags) & !KEY_OPEN | open,
-            Ordering::Release,
-        );
+        e.key
+            .store(key_of(seq, state, flags, !announced), Ordering::Release);
     }
 
     /// Producer side: the ProxyStep with sequence number `seq` stopped, or its start record
@@ -292,9 +289,8 @@ impl Ring {
     /// [`Ring::open_step`]), consistent as read: an entry being rewritten meanwhile is left
     /// out (it belongs to a step started just now, found next time).
     pub fn open_published_steps(&self, mut f: impl FnMut(PublishedOpen)) {
-        for i in 0..step_phases::SLOTS {
-            // SAFETY: as in `published_entry`.
-            let e = unsafe { &*self.published.add(i) };
+        for i in 0..step_phases::SLOTS as u64 {
+            let e = self.published_entry(i);
             let k1 = e.key.load(Ordering::Acquire);
             if k1 & KEY_OPEN == 0 {
                 continue;
@@ -608,9 +604,11 @@ const KEY_STATE: u64 = 0xFF << 48;
 /// The step is open and its start record was not pushed: the drain learns of it here.
 const KEY_OPEN: u64 = 1 << 63;
 
+/// A published key: `open` = the drain may learn of the step from its entry ([`KEY_OPEN`]).
 #[inline(always)]
-fn key_of(seq: u64, state: u8, flags: u8) -> u64 {
-    (seq & SEQ_MASK) | u64::from(state) << 48 | u64::from(flags & 0x3F) << 56 | KEY_OPEN
+fn key_of(seq: u64, state: u8, flags: u8, open: bool) -> u64 {
+    let open = if open { KEY_OPEN } else { 0 };
+    (seq & SEQ_MASK) | u64::from(state) << 48 | u64::from(flags & 0x3F) << 56 | open
 }
 
 /// One entry of a ring's published steps (by the step id's sequence number, like the

@@ -313,7 +313,11 @@ pub fn whole_unpacked(w: u64) -> (u64, u32, u32) {
 pub fn whole_times(r: &Raw) -> [u64; 3] {
     let at = |d: u64| {
         let d = d & 0xFFFF_FFFF;
-        if d == 0 { 0 } else { r.w[0] + d - 1 }
+        if d == 0 {
+            0
+        } else {
+            r.w[0].wrapping_add(d - 1)
+        }
     };
     [at(r.w[1]), at(r.w[1] >> 32), at(r.w[2])]
 }

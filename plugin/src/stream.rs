@@ -168,9 +168,7 @@ impl PassRecords for InRings<'_> {
                         ctx: contexts.wire_id(r.ctx),
                         ..*r
                     };
-                    let rank = contexts
-                        .get(r.ctx)
-                        .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+                    let rank = contexts.rank(r.ctx);
                     (&copy, rank)
                 } else if r.flags & RF_WHOLE != 0 {
                     // A whole step: its start and phase times to host ns, its context to the
@@ -183,9 +181,7 @@ impl PassRecords for InRings<'_> {
                         w: [ns_or_0(a), ns_or_0(b), ns_or_0(c), r.w[3]],
                         ..*r
                     };
-                    let rank = contexts
-                        .get(r.ctx)
-                        .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+                    let rank = contexts.rank(r.ctx);
                     (&copy, rank)
                 } else if r.flags & RF_PHASES != 0 {
                     // A step's states carried by its stop: their times to host ns too.
@@ -900,10 +896,7 @@ impl Drain {
                 if o.seq <= last || self.completion.knows(id) {
                     return;
                 }
-                let rank = p
-                    .contexts
-                    .get(o.ctx)
-                    .map_or(-1, |s| s.rank.load(Ordering::Relaxed));
+                let rank = p.contexts.rank(o.ctx);
                 let raw = Raw {
                     ts: o.start,
                     id,
