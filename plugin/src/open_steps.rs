@@ -108,6 +108,9 @@ impl OpenSteps {
 
     /// Remove every step for which `stale` says so; returns how many.
     pub fn remove_where(&mut self, mut stale: impl FnMut(&EventRecord) -> bool) -> usize {
+        if self.len == 0 {
+            return 0; // the usual case since a step travels whole: no pass over the table
+        }
         let mut n = 0;
         for (id, rec) in self.ids.iter_mut().zip(self.recs.iter()) {
             if *id != 0 && stale(rec) {

@@ -664,6 +664,11 @@ pub struct RingPool {
     /// that do have rings. Signed: a claim may count before the recycle that freed the ring
     /// does.
     free: Padded<AtomicI32>,
+    /// One past the highest ring index ever claimed: rings beyond it were never anyone's,
+    /// so the drain's periodic scans of every ring's published steps stop there (128
+    /// rings' tables were 4 MiB read four times a second, most of the plugin's idle cost).
+    /// Claims take the lowest free ring, so this is the most threads that recorded at once.
+    claimed: AtomicUsize,
     key: libc::pthread_key_t,
 }
 
@@ -749,12 +754,20 @@ impl RingPool {
             initial_slots: cap as u64,
             no_ring: Default::default(),
             free: Padded(AtomicI32::new(count as i32)),
+            claimed: AtomicUsize::new(0),
             key,
         })
     }
 
     pub fn rings(&self) -> &[Ring] {
         &self.rings
+    }
+
+    /// The rings some thread has claimed so far (a prefix of [`RingPool::rings`]; a ring
+    /// claimed since the last call may be missing, and is found the next time).
+    pub fn claimed_rings(&self) -> &[Ring] {
+        let n = self.claimed.load(Ordering::Acquire).min(self.rings.len());
+        &self.rings[..n]
     }
 
     /// Slots each ring starts with (`NCCLPROF_RING_EVENTS` as allocated).
@@ -853,7 +866,7 @@ impl RingPool {
         if self.free.0.load(Ordering::Acquire) <= 0 {
             return None; // every ring is taken: touch none of them (see `free`)
         }
-        for r in self.rings.iter() {
+        for (i, r) in self.rings.iter().enumerate() {
             // Look before the compare-exchange: a taken ring's line stays with its owner.
             if r.state.load(Ordering::Relaxed) == FREE
                 && r.state
@@ -861,6 +874,7 @@ impl RingPool {
                     .is_ok()
             {
                 self.free.0.fetch_sub(1, Ordering::Relaxed);
+                self.claimed.fetch_max(i + 1, Ordering::Release);
                 MY_RING.with(|c| c.set(r));
                 // SAFETY: the key was created in `new`; the value is a pointer to a 'static ring
                 // that the destructor marks retired. The first keys live in the thread
@@ -991,6 +1005,33 @@ mod tests {
         let rc = unsafe { libc::mincore(p as *mut libc::c_void, len, v.as_mut_ptr()) };
         assert_eq!(rc, 0);
         v.iter().filter(|b| **b & 1 != 0).count()
+    }
+
+    /// The drain's per-ring scans cover the rings claimed so far: none before any thread
+    /// records, then the lowest free ring each new thread takes, and a ring stays covered
+    /// after its thread exits (its open steps may still be in its published entries).
+    #[test]
+    fn claimed_rings_are_the_rings_threads_took() {
+        let p = pool();
+        assert!(p.claimed_rings().is_empty());
+        assert_eq!(ring_of_exited_thread(p), 0);
+        assert_eq!(p.claimed_rings().len(), 1, "kept after its thread exited");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let i = p.mine().unwrap().index();
+            rx.recv().unwrap();
+            i
+        });
+        // Ring 0 is retired, not yet recycled: the next thread takes ring 1.
+        while p.claimed_rings().len() < 2 {
+            std::thread::yield_now();
+        }
+        assert_eq!(ring_of_exited_thread(p), 2);
+        assert_eq!(p.claimed_rings().len(), 3);
+        tx.send(()).unwrap();
+        assert_eq!(holder.join().unwrap(), 1);
+        let indices: Vec<u32> = p.claimed_rings().iter().map(Ring::index).collect();
+        assert_eq!(indices, [0, 1, 2]);
     }
 
     /// A step's published state is read back by its sequence number only: not by a step

@@ -400,7 +400,7 @@ impl Drain {
         let signals = self
             .signals
             .at(p.control.in_force(), changes, monotonic_ns(), settle_ns);
-        for ring in p.rings.rings() {
+        for ring in p.rings.claimed_rings() {
             if !ring.is_active() {
                 continue;
             }
@@ -460,7 +460,7 @@ impl Drain {
         // they will have; faulted in before the reading, a ring that had asked to grow (it was
         // more than half full) filled while the pages went in.
         let mut populate_budget = POPULATE_PER_PASS;
-        for ring in p.rings.rings() {
+        for ring in p.rings.claimed_rings() {
             if populate_budget > 0 && ring.is_active() {
                 populate_budget -= ring.populate_ahead(populate_budget);
             }
@@ -484,7 +484,7 @@ impl Drain {
     /// stamp: the drain's clock would date a drop in the unread part of a ring as if it
     /// preceded records still to be read).
     fn note_ring_drops(&mut self) {
-        for ring in self.p.rings.rings() {
+        for ring in self.p.rings.claimed_rings() {
             let i = ring.index() as usize;
             if self.ring_drop_stamps.len() <= i {
                 self.ring_drop_stamps.resize(i + 1, 0);
@@ -872,7 +872,7 @@ impl Drain {
     /// higher sequence number than any its ring had issued by then.
     fn announce_published_steps(&mut self) {
         let p = self.p;
-        let rings = p.rings.rings();
+        let rings = p.rings.claimed_rings();
         if self.scanned_upto.len() < rings.len() {
             self.scanned_upto.resize(rings.len(), 0);
         }
