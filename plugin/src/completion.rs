@@ -20,6 +20,8 @@
 
 #![allow(clippy::collapsible_match)] // one arm per state reads better than match guards
 
+use std::collections::VecDeque;
+
 use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use smallvec::SmallVec;
 
@@ -62,6 +64,43 @@ impl IssuedSteps {
 
 /// Most ProxyStep states waiting for their step ([`Completion::park_stray_state`]).
 const MAX_STRAY: usize = 1024;
+
+/// Events counted abandoned while still open (leaked past 60 timeouts, their stop taken for
+/// lost, their op stopped without them). Should one's stop or whole record come after all
+/// (a step of more than a minute, a stop late rather than dropped), it is ignored: it was
+/// counted when it was given up, and counting it again as an unknown handle, or delivering
+/// it beside its abandoned count, would count one event twice. Bounded: the oldest are
+/// forgotten first (abandoned events are few; one that stops after
+/// [`CountedLost::MAX`] others were given up is counted again, as an unknown handle).
+#[derive(Default)]
+struct CountedLost {
+    order: VecDeque<u64>,
+    ids: FxHashSet<u64>,
+}
+
+impl CountedLost {
+    const MAX: usize = 4096;
+
+    fn insert(&mut self, id: u64) {
+        if self.ids.insert(id) {
+            self.order.push_back(id);
+            if self.order.len() > Self::MAX
+                && let Some(old) = self.order.pop_front()
+            {
+                self.ids.remove(&old);
+            }
+        }
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        !self.ids.is_empty() && self.ids.contains(&id)
+    }
+
+    /// Whether `id` was counted lost; forgotten here (an event ends once).
+    fn take(&mut self, id: u64) -> bool {
+        !self.ids.is_empty() && self.ids.remove(&id)
+    }
+}
 
 /// Per-context facts completion needs (filled by the drain thread from the context slots).
 #[derive(Clone, Copy, Debug, Default)]
@@ -374,6 +413,8 @@ pub struct Completion<S = Vec<EventRecord>> {
     /// ProxyStep states read before their step was known, with their host times
     /// ([`Completion::park_stray_state`]).
     stray: Vec<(Raw, u64)>,
+    /// Events given up as abandoned while open: a late record of one is not counted again.
+    lost: CountedLost,
     /// Per capture ring, host times of dropped records it reported (0: none). An event whose
     /// ring dropped a record after its last sign of life may have lost its stop.
     ring_drops: Vec<RingDrops>,
@@ -535,6 +576,7 @@ impl<S: Sink> Completion<S> {
             dropped: [0; DropReason::COUNT],
             last_sweep: 0,
             stray: Vec::new(),
+            lost: CountedLost::default(),
             announced: FxHashSet::default(),
             issued_steps: IssuedSteps::default(),
             ring_drops: Vec::new(),
@@ -593,6 +635,13 @@ impl<S: Sink> Completion<S> {
     /// Forget an open step wherever it is kept; whether it was open.
     fn forget_step(&mut self, id: u64) -> bool {
         self.steps_open.remove(id).is_some() || self.table.remove(&id).is_some()
+    }
+
+    /// Open event `id`, no longer held, is given up as abandoned: counted once, and a late
+    /// record of it ignored ([`CountedLost`]).
+    fn count_abandoned(&mut self, id: u64) {
+        self.dropped[DropReason::Abandoned as usize] += 1;
+        self.lost.insert(id);
     }
 
     /// Where completed records went.
@@ -1155,7 +1204,9 @@ impl<S: Sink> Completion<S> {
             return;
         }
         let Some(kind) = self.table.get(&r.id).and_then(|o| o.rec.kind()) else {
-            self.unknown();
+            if !self.lost.take(r.id) {
+                self.unknown();
+            }
             return;
         };
         if is_container(kind) {
@@ -1180,7 +1231,7 @@ impl<S: Sink> Completion<S> {
                 for &(_, id) in &o.steps {
                     // Steps still open when their op stops were abandoned by NCCL: lost, counted.
                     if self.forget_step(id) {
-                        self.dropped[DropReason::Abandoned as usize] += 1;
+                        self.count_abandoned(id);
                     }
                 }
                 if o.rec.p[4] != 0 {
@@ -1275,6 +1326,9 @@ impl<S: Sink> Completion<S> {
             self.stop(&stop, ns);
             return;
         }
+        if self.lost.take(r.id) {
+            return; // announced, then given up as abandoned (swept as leaked): counted then
+        }
         let linkable = r.flags & (RF_PARENT_NULL | RF_FOREIGN) == 0 && r.parent != 0;
         let mut flags = if r.flags & RF_RESTARTED != 0 {
             F_RESTARTED
@@ -1352,6 +1406,9 @@ impl<S: Sink> Completion<S> {
     /// counted unknown if none comes within the lost-stop wait (`sweep`), or when more
     /// than [`MAX_STRAY`] wait.
     fn park_stray_state(&mut self, r: &Raw, ns: u64) {
+        if self.lost.contains(r.id) {
+            return; // its step was given up (counted) while it was open
+        }
         if self.stray.len() >= MAX_STRAY {
             self.stray.remove(0);
             self.unknown();
@@ -1397,15 +1454,24 @@ impl<S: Sink> Completion<S> {
     /// pushed (`Ring::open_published_steps`): started here as its start record would have,
     /// so that the in-flight summary sees where a hung collective waits. Its stop, a whole
     /// step, then finds it open (`whole_step`).
-    pub fn announce(&mut self, r: &Raw, ns: u64, rank: i32, signals: Signals) {
+    ///
+    /// False if the table had no room: nothing is counted then (the step's whole record
+    /// counts it when it comes), and the scan offers the step again next time.
+    pub fn announce(&mut self, r: &Raw, ns: u64, rank: i32, signals: Signals) -> bool {
         // (One older than an open step of the same number is that step's abandoned handle,
-        // as for a late start record: the scan finds entries in no particular order.)
-        if !self.knows(r.id) && !self.restarted_since(r, ns) {
-            self.start(r, ns, rank, signals, false);
-            if self.knows(r.id) {
-                self.announced.insert(r.id);
-            }
+        // as for a late start record: the scan finds entries in no particular order. One
+        // given up as abandoned is not learnt again.)
+        if self.knows(r.id) || self.lost.contains(r.id) || self.restarted_since(r, ns) {
+            return true;
         }
+        if self.table.len() + self.steps_open.len() >= self.max_open {
+            return false;
+        }
+        self.start(r, ns, rank, signals, false);
+        if self.knows(r.id) {
+            self.announced.insert(r.id);
+        }
+        true
     }
 
     /// Forget the announced steps completion no longer holds (stopped by a stop record,
@@ -1589,9 +1655,14 @@ impl<S: Sink> Completion<S> {
     fn sweep(&mut self, now: u64) {
         // Leaked steps (e.g. a restarted step NCCL never stopped), as for the table below.
         let leak_ns = 60 * self.timeout_ns;
-        let leaked = self
-            .steps_open
-            .remove_where(|r| now.saturating_sub(r.start_ns) > leak_ns);
+        let lost = &mut self.lost;
+        let leaked = self.steps_open.remove_where(|r| {
+            let leaked = now.saturating_sub(r.start_ns) > leak_ns;
+            if leaked {
+                lost.insert(r.id);
+            }
+            leaked
+        });
         self.dropped[DropReason::Abandoned as usize] += leaked as u64;
         let wait_ns = LOST_AFTER_TIMEOUTS * self.timeout_ns;
         let before = self.stray.len();
@@ -1669,7 +1740,7 @@ impl<S: Sink> Completion<S> {
             // KernelCh, a launch, a CE event) releases it. A leaked leaf (60 timeouts, no
             // drops) does not: that may be a hang, and its parent must stay in flight.
             if let Some(o) = self.table.remove(&id) {
-                self.dropped[DropReason::Abandoned as usize] += 1;
+                self.count_abandoned(id);
                 self.release_parent(&o.rec, false);
             }
         }
@@ -1713,7 +1784,7 @@ impl<S: Sink> Completion<S> {
                     self.release_parent(&o.rec, o.counted_unprogressed);
                     self.emit(o.rec);
                 } else {
-                    self.dropped[DropReason::Abandoned as usize] += 1;
+                    self.count_abandoned(id);
                 }
             }
         }
@@ -1744,7 +1815,7 @@ impl<S: Sink> Completion<S> {
         };
         for &(_, step) in &o.steps {
             if self.forget_step(step) {
-                self.dropped[DropReason::Abandoned as usize] += 1;
+                self.count_abandoned(step);
             }
         }
         self.op_left(&o);
@@ -2948,6 +3019,97 @@ mod tests {
         assert_eq!(c.open_events(), 1, "the op");
         assert_eq!(c.dropped.iter().sum::<u64>(), 0);
         assert_eq!(c.captured[EventKind::ProxyStep as usize], 1);
+    }
+
+    /// A step the drain learnt of while open and gave up as leaked (60 timeouts) is counted
+    /// once, abandoned, whenever its whole record still comes: before the scan prunes it
+    /// from the announced steps (the record is its stop), or after (a whole step); it is not
+    /// counted again as an unknown handle, nor delivered beside its count, nor learnt again.
+    #[test]
+    fn an_announced_step_given_up_as_leaked_is_counted_once() {
+        for pruned_first in [false, true] {
+            let mut c = Completion::new(262_144, 1, 0.0);
+            let mut f = Feed::new();
+            let id = f.id(EventKind::ProxyStep);
+            let ph = send_phases(id, f.ts + 1, 0);
+            // Its op is not here (dropped): the step alone is open.
+            let start = ph.start_raw(0xdead, 5, 0, 0, ph.start);
+            assert!(c.announce(&start, ph.start, 0, PROXY_ONLY));
+            assert!(c.knows(id));
+            f.ts += 61_000_000 + 200_000_000; // past 60 × the 1 ms timeout
+            assert!(f.run(&mut c).is_empty());
+            assert!(!c.knows(id), "{pruned_first}");
+            assert_eq!(c.dropped[DropReason::Abandoned as usize], 1);
+            if pruned_first {
+                c.prune_announced();
+            }
+            assert!(c.announce(&start, ph.start, 0, PROXY_ONLY));
+            assert!(!c.knows(id), "not learnt again ({pruned_first})");
+            f.whole_of(0xdead, 5, ph);
+            assert!(f.run(&mut c).is_empty(), "{pruned_first}");
+            assert_eq!(c.dropped[DropReason::Abandoned as usize], 1);
+            assert_eq!(
+                c.dropped.iter().sum::<u64>(),
+                1,
+                "one count in all ({pruned_first})"
+            );
+        }
+    }
+
+    /// A step held open with a start record of its own and given up as leaked: its late
+    /// stop is not counted a second time, as an unknown handle.
+    #[test]
+    fn a_stop_after_a_leak_sweep_is_not_counted_again() {
+        let mut c = Completion::new(262_144, 1, 0.0);
+        let mut f = Feed::new();
+        let s = f.id(EventKind::ProxyStep);
+        f.push(OP_START, EventKind::ProxyStep, s, 0, 0, [0; 4]);
+        f.run(&mut c);
+        f.ts += 61_000_000 + 200_000_000;
+        f.run(&mut c);
+        assert_eq!(c.dropped[DropReason::Abandoned as usize], 1);
+        f.stop(EventKind::ProxyStep, s);
+        assert!(f.run(&mut c).is_empty());
+        assert_eq!(c.dropped.iter().sum::<u64>(), 1, "abandoned, once");
+        // Any other unknown stop still counts.
+        let never = f.id(EventKind::ProxyStep);
+        f.stop(EventKind::ProxyStep, never);
+        f.run(&mut c);
+        assert_eq!(c.dropped[DropReason::UnknownHandle as usize], 1);
+    }
+
+    /// A step the table has no room for is not learnt of from the published entries, and
+    /// nothing is counted for it then: its whole record counts it (captured and delivered
+    /// once, no drop). The scan offers it again meanwhile (`Drain`), and once there is
+    /// room it is learnt of.
+    #[test]
+    fn an_announce_without_room_counts_nothing() {
+        let mut c = Completion::new(2, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.op_start(1);
+        let other = f.step_start(op, 1);
+        assert!(f.run(&mut c).is_empty());
+        assert_eq!(c.open_events(), 2, "the table is full");
+        let id = f.id(EventKind::ProxyStep);
+        let ph = send_phases(id, f.ts + 1, 0);
+        let start = ph.start_raw(op, 5, 0, 0, ph.start);
+        assert!(!c.announce(&start, ph.start, 0, PROXY_ONLY));
+        assert!(!c.knows(id));
+        assert_eq!(
+            c.captured[EventKind::ProxyStep as usize],
+            1,
+            "the other step"
+        );
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+        f.step_end(other);
+        assert_eq!(f.run(&mut c).len(), 1);
+        assert!(c.announce(&start, ph.start, 0, PROXY_ONLY), "room now");
+        assert!(c.knows(id));
+        f.whole_of(op, 5, ph);
+        let out = f.run(&mut c);
+        assert_eq!(out.iter().map(|r| r.id).collect::<Vec<_>>(), [id]);
+        assert_eq!(c.captured[EventKind::ProxyStep as usize], 2);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
     }
 
     /// The published-entries scan finds open steps in no particular order: an abandoned

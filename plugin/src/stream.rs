@@ -869,7 +869,8 @@ impl Drain {
     /// (`Completion::sweep`). Only steps started before the last pass's horizon: their ops'
     /// start records have been read. Each step once: one the drain learnt of and since
     /// dropped (swept, forgotten) is not learnt again — a step started after a scan has a
-    /// higher sequence number than any its ring had issued by then.
+    /// higher sequence number than any its ring had issued by then. A step completion had
+    /// no room for (its table full) is offered again by the next scan, counted by neither.
     fn announce_published_steps(&mut self) {
         let p = self.p;
         let rings = p.rings.claimed_rings();
@@ -882,6 +883,8 @@ impl Drain {
             let mut upto = self.scanned_upto[i];
             let last = upto;
             let horizon = self.horizon_ns;
+            // The lowest step the table had no room for: offered again next time.
+            let mut refused = u64::MAX;
             ring.open_published_steps(|o| {
                 let ns = self.cal.to_ns(o.start);
                 if ns > horizon {
@@ -908,9 +911,13 @@ impl Drain {
                     ctx: p.contexts.wire_id(o.ctx),
                     w: [u64::from(o.step) | u64::from(rank as u32) << 32, 0, 0, 0],
                 };
-                self.completion.announce(&raw, ns, rank, signals);
+                if !self.completion.announce(&raw, ns, rank, signals) {
+                    refused = refused.min(o.seq);
+                }
             });
-            self.scanned_upto[i] = upto;
+            // (Steps after a refused one that were learnt of are known when offered again;
+            // one given up since is not learnt again, `Completion::announce`.)
+            self.scanned_upto[i] = upto.min(refused - 1);
         }
     }
 
@@ -1078,7 +1085,8 @@ pub fn spawn(p: &'static Plugin, cal: Calibration) -> std::io::Result<Sender<Dra
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ring::{OP_STATE, RingPool};
+    use crate::ring::{OP_STATE, RF_PARENT_NULL, RingPool};
+    use crate::step_phases::Phases;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
@@ -1087,7 +1095,15 @@ mod tests {
     }
 
     fn plugin_with(rings: RingPool) -> &'static Plugin {
-        let config = crate::config::Config::from_env();
+        plugin_configured(rings, |_| {})
+    }
+
+    fn plugin_configured(
+        rings: RingPool,
+        set: impl FnOnce(&mut crate::config::Config),
+    ) -> &'static Plugin {
+        let mut config = crate::config::Config::from_env();
+        set(&mut config);
         Box::leak(Box::new(Plugin {
             control: crate::control::Control::new(config.mask),
             rings,
@@ -1158,6 +1174,62 @@ mod tests {
         }
         assert_eq!(read, total);
         assert_eq!(p.rings.unread(), 0);
+    }
+
+    /// A step open in a ring's published entries that completion has no room for when the
+    /// scan finds it is offered again by the next scans, counted by none, and learnt of
+    /// once there is room.
+    #[test]
+    fn a_published_step_refused_for_room_is_offered_again() {
+        let p = plugin_configured(RingPool::new(2, 1024).unwrap(), |c| c.max_open = 2);
+        let (frames, _frames_rx) = crossbeam_channel::unbounded();
+        let (_spare_tx, spare) = crossbeam_channel::unbounded();
+        let (slot, _slot_rx) = crossbeam_channel::unbounded();
+        let mut drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
+        let (stop_first, stop) = crossbeam_channel::bounded::<()>(0);
+        let (opened, open) = crossbeam_channel::bounded::<u32>(0);
+        // Three steps under no op, open on a proxy thread: known to the drain only from the
+        // published entries. Then the first one stops (one whole record).
+        let thread = std::thread::spawn(move || {
+            let ring = p.rings.mine().unwrap();
+            let mut first = Phases::default();
+            for step in 0..3 {
+                let seq = ring.next_seq();
+                let start = now_raw();
+                ring.open_step(seq, start, 0, step, u32::MAX, RF_PARENT_NULL);
+                if step == 0 {
+                    first = Phases {
+                        id: handle::make(EventKind::ProxyStep, ring.index(), seq),
+                        start,
+                        rflags: RF_PARENT_NULL,
+                        ..Phases::default()
+                    };
+                }
+            }
+            opened.send(ring.index()).unwrap();
+            stop.recv().unwrap();
+            let whole = first.to_whole(now_raw(), 0, 0, u32::MAX).unwrap();
+            ring.close_step(handle::seq_of(first.id));
+            assert!(ring.push(&whole));
+        });
+        let ring = open.recv().unwrap();
+        let id = |seq| handle::make(EventKind::ProxyStep, ring, seq);
+        let known = |d: &Drain| (1..=3).filter(|&s| d.completion.knows(id(s))).count();
+        drain.pass(); // its horizon passes the steps' starts
+        drain.announce_published_steps();
+        assert_eq!(known(&drain), 2, "room for two");
+        assert!(!drain.completion.knows(id(3)));
+        drain.announce_published_steps();
+        assert_eq!(known(&drain), 2, "offered again: still no room");
+        assert_eq!(drain.completion.captured[EventKind::ProxyStep as usize], 2);
+        stop_first.send(()).unwrap();
+        thread.join().unwrap();
+        drain.pass();
+        assert!(!drain.completion.knows(id(1)), "stopped");
+        drain.announce_published_steps();
+        assert!(drain.completion.knows(id(3)), "learnt once there was room");
+        assert_eq!(drain.completion.captured[EventKind::ProxyStep as usize], 3);
+        assert_eq!(drain.completion.dropped.iter().sum::<u64>(), 0);
     }
 
     /// A ring the drain finds more than half full is offered twice its size in the same pass,
