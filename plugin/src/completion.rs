@@ -407,8 +407,8 @@ pub struct Completion<S = Vec<EventRecord>> {
     /// Steps NetPlugin events of this pass and the one before name, found issued in the
     /// capture rings ([`Completion::parent_is_open_step`]).
     issued_steps: IssuedSteps,
-    /// Steps started by [`Completion::announce`] and still open: their whole record is their
-    /// stop ([`Completion::whole_step`]).
+    /// Steps started by [`Completion::announce`] and still open, or given up as abandoned
+    /// since (in `lost`): their whole record is their stop ([`Completion::whole_step`]).
     announced: FxHashSet<u64>,
     /// ProxyStep states read before their step was known, with their host times
     /// ([`Completion::park_stray_state`]).
@@ -1326,9 +1326,6 @@ impl<S: Sink> Completion<S> {
             self.stop(&stop, ns);
             return;
         }
-        if self.lost.take(r.id) {
-            return; // announced, then given up as abandoned (swept as leaked): counted then
-        }
         let linkable = r.flags & (RF_PARENT_NULL | RF_FOREIGN) == 0 && r.parent != 0;
         let mut flags = if r.flags & RF_RESTARTED != 0 {
             F_RESTARTED
@@ -1475,11 +1472,14 @@ impl<S: Sink> Completion<S> {
     }
 
     /// Forget the announced steps completion no longer holds (stopped by a stop record,
-    /// forgotten, swept): called before each scan, so the set holds open steps only.
+    /// forgotten): called before each scan, so the set holds open steps only — and those
+    /// given up as abandoned while [`CountedLost`] remembers them, so that a late whole
+    /// record of one is taken for its stop and ignored there, with no lookup in `lost` for
+    /// every whole step.
     pub fn prune_announced(&mut self) {
         if !self.announced.is_empty() {
             let mut a = std::mem::take(&mut self.announced);
-            a.retain(|&id| self.knows(id));
+            a.retain(|&id| self.knows(id) || self.lost.contains(id));
             self.announced = a;
         }
     }
