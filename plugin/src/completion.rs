@@ -853,6 +853,15 @@ impl<S: Sink> Completion<S> {
                     .as_ref()
                     .is_none_or(|p| p.rec.flags & F_GRAPH_CAPTURED != 0)
         };
+        if open_now >= self.max_open
+            && kind == EventKind::ProxyStep
+            && !self.announced.is_empty()
+            && self.announced.remove(&r.id)
+        {
+            // An announced step deferred for its op (`announce`), no room now: counted by
+            // neither, as an announce without room; its whole record counts it.
+            return;
+        }
         self.captured[kind as usize] += 1;
         if open_now >= self.max_open {
             self.dropped[DropReason::TableFull as usize] += 1;
@@ -1119,8 +1128,8 @@ impl<S: Sink> Completion<S> {
             if r.flags & RF_PHASES == 0 {
                 if r.kind == EventKind::ProxyStep as u8 {
                     self.park_stray_state(r, ns);
-                } else {
-                    self.unknown();
+                } else if !self.lost.contains(r.id) {
+                    self.unknown(); // (one given up as abandoned was counted then)
                 }
             }
             return;
@@ -1473,7 +1482,7 @@ impl<S: Sink> Completion<S> {
 
     /// Forget the announced steps completion no longer holds (stopped by a stop record,
     /// forgotten): called before each scan, so the set holds open steps only — and those
-    /// given up as abandoned while [`CountedLost`] remembers them, so that a late whole
+    /// given up as abandoned while `lost` remembers them, so that a late whole
     /// record of one is taken for its stop and ignored there, with no lookup in `lost` for
     /// every whole step.
     pub fn prune_announced(&mut self) {
@@ -3112,6 +3121,43 @@ mod tests {
         assert_eq!(c.dropped.iter().sum::<u64>(), 0);
     }
 
+    /// A step learnt of while there was room, deferred for its op (not here: another ring's
+    /// record beyond the snapshot, or dropped), and retried when the table has filled is
+    /// counted by neither (found in review: it counted `captured` and a table-full drop,
+    /// then again at its whole record); the whole record counts it once.
+    #[test]
+    fn an_announced_step_deferred_into_a_full_table_counts_nothing() {
+        let mut c = Completion::new(2, 1000, 0.0);
+        let mut f = Feed::new();
+        let op = f.id(EventKind::ProxyOp); // never started here
+        let id = f.id(EventKind::ProxyStep);
+        let ph = send_phases(id, f.ts + 1, 0);
+        // As the drain's scan makes it (`Drain::announce_published_steps`): no late start.
+        let mut start = ph.start_raw(op, 5, 0, 0, ph.start);
+        start.flags &= !RF_LATE_START;
+        assert!(c.announce(&start, ph.start, 0, PROXY_ONLY));
+        assert!(c.knows(id), "deferred for its op");
+        // The next pass: two collectives fill the table before the deferred step's retry.
+        let (a, b) = (f.id(EventKind::Coll), f.id(EventKind::Coll));
+        for coll in [a, b] {
+            f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 1 << 32]);
+        }
+        assert!(f.run(&mut c).is_empty());
+        assert!(!c.knows(id));
+        assert_eq!(c.captured[EventKind::ProxyStep as usize], 0);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+        f.stop(EventKind::Coll, a);
+        f.stop(EventKind::Coll, b);
+        f.run(&mut c);
+        f.whole_of(op, 5, ph);
+        f.run(&mut c); // deferred for its op once more
+        f.ts += 10;
+        let out = f.run(&mut c);
+        assert_eq!(out.iter().filter(|r| r.id == id).count(), 1);
+        assert_eq!(c.captured[EventKind::ProxyStep as usize], 1);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+    }
+
     /// The published-entries scan finds open steps in no particular order: an abandoned
     /// handle found after the step that restarted it is not taken for a restart of it.
     #[test]
@@ -3574,6 +3620,13 @@ mod tests {
         assert_eq!(c.dropped[DropReason::Abandoned as usize], 1, "the KernelCh");
         assert!(!out.iter().any(|r| r.id == coll), "{out:?}");
         assert_eq!(c.open_events(), 1, "the collective, in flight");
+        // Should its state and stop come after all, it was counted once (abandoned), not
+        // again as an unknown handle (the state, found in review, and the stop).
+        f.ts += 400_000_000;
+        f.push(OP_STATE, EventKind::KernelCh, k, 0, 0, [0; 4]);
+        f.stop(EventKind::KernelCh, k);
+        f.run(&mut c);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 1, "{:?}", c.dropped);
     }
 
     /// A ring that keeps overflowing reports a newer drop at every pass, beyond what has

@@ -306,6 +306,9 @@ pub struct Drain {
     /// Per ring: the highest sequence number of a step its published entries showed open
     /// (`announce_published_steps`).
     scanned_upto: Vec<u64>,
+    /// Steps the last scan found open that completion had no room for: offered again by
+    /// the next scan, though below `scanned_upto` (ids).
+    refused_steps: rustc_hash::FxHashSet<u64>,
     /// What the mask let complete as of the last pass (for the steps announced between).
     last_signals: Signals,
 }
@@ -367,6 +370,7 @@ impl Drain {
             last_requested: p.control.wanted(),
             ranges: Vec::new(),
             scanned_upto: Vec::new(),
+            refused_steps: Default::default(),
             last_signals: Signals::default(),
             signals: SignalsWatch::default(),
             horizon_ns: 0,
@@ -870,7 +874,8 @@ impl Drain {
     /// start records have been read. Each step once: one the drain learnt of and since
     /// dropped (swept, forgotten) is not learnt again — a step started after a scan has a
     /// higher sequence number than any its ring had issued by then. A step completion had
-    /// no room for (its table full) is offered again by the next scan, counted by neither.
+    /// no room for (its table full) is offered again by the next scan, by its id, counted by
+    /// neither.
     fn announce_published_steps(&mut self) {
         let p = self.p;
         let rings = p.rings.claimed_rings();
@@ -879,12 +884,11 @@ impl Drain {
         }
         let signals = self.last_signals;
         self.completion.prune_announced();
+        let retry = std::mem::take(&mut self.refused_steps);
         for (i, ring) in rings.iter().enumerate() {
             let mut upto = self.scanned_upto[i];
             let last = upto;
             let horizon = self.horizon_ns;
-            // The lowest step the table had no room for: offered again next time.
-            let mut refused = u64::MAX;
             ring.open_published_steps(|o| {
                 let ns = self.cal.to_ns(o.start);
                 if ns > horizon {
@@ -896,7 +900,8 @@ impl Drain {
                 }
                 upto = upto.max(o.seq);
                 let id = crate::handle::make(EventKind::ProxyStep, ring.index(), o.seq);
-                if o.seq <= last || self.completion.knows(id) {
+                let offered = o.seq <= last && (retry.is_empty() || !retry.contains(&id));
+                if offered || self.completion.knows(id) {
                     return;
                 }
                 let rank = p.contexts.rank(o.ctx);
@@ -912,12 +917,10 @@ impl Drain {
                     w: [u64::from(o.step) | u64::from(rank as u32) << 32, 0, 0, 0],
                 };
                 if !self.completion.announce(&raw, ns, rank, signals) {
-                    refused = refused.min(o.seq);
+                    self.refused_steps.insert(id);
                 }
             });
-            // (Steps after a refused one that were learnt of are known when offered again;
-            // one given up since is not learnt again, `Completion::announce`.)
-            self.scanned_upto[i] = upto.min(refused - 1);
+            self.scanned_upto[i] = upto;
         }
     }
 
@@ -1228,6 +1231,79 @@ mod tests {
         assert!(!drain.completion.knows(id(1)), "stopped");
         drain.announce_published_steps();
         assert!(drain.completion.knows(id(3)), "learnt once there was room");
+        assert_eq!(drain.completion.captured[EventKind::ProxyStep as usize], 3);
+        assert_eq!(drain.completion.dropped.iter().sum::<u64>(), 0);
+    }
+
+    /// A step the scan learnt of and completion has since forgotten without a count (the
+    /// abandoned handle of a restart, spec §4.6, which stays open in its thread's published
+    /// entry) is not learnt again, even while a refused step waits to be offered again: the
+    /// scan finds entries by slot, so a refused step at a high slot can have a lower
+    /// sequence number than one learnt at a low slot (found in review: holding the scan's
+    /// mark back below the refused one offered the forgotten handle again, which was then
+    /// counted as a new step, and abandoned once leaked).
+    #[test]
+    fn a_forgotten_step_is_not_learnt_again_while_a_refused_one_waits() {
+        let p = plugin_configured(RingPool::new(2, 1024).unwrap(), |c| c.max_open = 2);
+        let (frames, _frames_rx) = crossbeam_channel::unbounded();
+        let (_spare_tx, spare) = crossbeam_channel::unbounded();
+        let (slot, _slot_rx) = crossbeam_channel::unbounded();
+        let mut drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
+        let (restart, restarting) = crossbeam_channel::bounded::<()>(0);
+        let (opened, open) = crossbeam_channel::bounded::<(u64, u64, u64)>(0);
+        let thread = std::thread::spawn(move || {
+            let ring = p.rings.mine().unwrap();
+            let make = |seq| handle::make(EventKind::ProxyStep, ring.index(), seq);
+            // An op (its start record), then step 9 at sequence number 1 020 (slot 1 020)
+            // and step 5 at 1 030 (slot 6): the scan meets step 5 first.
+            let op = handle::make(EventKind::ProxyOp, ring.index(), ring.next_seq());
+            assert!(ring.push(&Raw {
+                ts: now_raw(),
+                id: op,
+                op: OP_START,
+                kind: EventKind::ProxyOp as u8,
+                flags: RF_PARENT_NULL,
+                ctx: u32::MAX,
+                ..Raw::default()
+            }));
+            let mut seq = 1;
+            while seq < 1_020 {
+                seq = ring.next_seq();
+            }
+            ring.open_step(seq, now_raw(), op, 9, u32::MAX, 0);
+            let waiting = make(seq);
+            while seq < 1_030 {
+                seq = ring.next_seq();
+            }
+            ring.open_step(seq, now_raw(), op, 5, u32::MAX, 0);
+            let abandoned = make(seq);
+            opened.send((op, waiting, abandoned)).unwrap();
+            // NCCL starts step 5 again (its handle abandoned, its entry left open) and the
+            // restart completes: one whole record.
+            restarting.recv().unwrap();
+            let again = Phases {
+                id: make(ring.next_seq()),
+                start: now_raw(),
+                ..Phases::default()
+            };
+            assert!(ring.push(&again.to_whole(now_raw(), op, 5, u32::MAX).unwrap()));
+        });
+        let (_op, waiting, abandoned) = open.recv().unwrap();
+        drain.pass(); // the op's start, and a horizon past the steps' starts
+        drain.announce_published_steps();
+        assert!(drain.completion.knows(abandoned), "room for one step");
+        assert!(!drain.completion.knows(waiting), "refused");
+        restart.send(()).unwrap();
+        thread.join().unwrap();
+        drain.pass();
+        assert!(
+            !drain.completion.knows(abandoned),
+            "forgotten by its restart"
+        );
+        drain.announce_published_steps();
+        assert!(drain.completion.knows(waiting), "offered again, room now");
+        assert!(!drain.completion.knows(abandoned), "not learnt again");
+        // The first step 5, its restart and step 9: each counted once.
         assert_eq!(drain.completion.captured[EventKind::ProxyStep as usize], 3);
         assert_eq!(drain.completion.dropped.iter().sum::<u64>(), 0);
     }
