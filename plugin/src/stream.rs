@@ -874,8 +874,8 @@ impl Drain {
     /// start records have been read. Each step once: one the drain learnt of and since
     /// dropped (swept, forgotten) is not learnt again — a step started after a scan has a
     /// higher sequence number than any its ring had issued by then. A step completion had
-    /// no room for (its table full) is offered again by the next scan, by its id, counted by
-    /// neither.
+    /// no room for (its table full, when offered or when its start deferred for its op was
+    /// retried) is offered again by the next scan, by its id, counted by neither.
     fn announce_published_steps(&mut self) {
         let p = self.p;
         let rings = p.rings.claimed_rings();
@@ -884,7 +884,8 @@ impl Drain {
         }
         let signals = self.last_signals;
         self.completion.prune_announced();
-        let retry = std::mem::take(&mut self.refused_steps);
+        let mut retry = std::mem::take(&mut self.refused_steps);
+        retry.extend(self.completion.take_refused_announces());
         for (i, ring) in rings.iter().enumerate() {
             let mut upto = self.scanned_upto[i];
             let last = upto;
