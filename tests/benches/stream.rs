@@ -14,7 +14,9 @@
 //! Run: `cargo build --release --workspace && cargo bench -p ncclprof-tests --bench stream`
 //! Env: `STREAM_SECS` (default 3, use 30 for the sustained figure), `STREAM_RATES`
 //! (comma-separated events/s), `STREAM_PRODUCERS` (producer threads, default 1),
-//! `STREAM_DEFAULT_MALLOC=1` (without the allocator settings the viewer binary uses).
+//! `STREAM_DEFAULT_MALLOC=1` (without the allocator settings the viewer binary uses),
+//! `STREAM_PLUGIN=<path>` (another build's `.so` instead of this workspace's: runs of two
+//! builds alternated without copying one over the other).
 //! Run without `--bench`, as `cargo test --bench '*'` runs it, it streams 1 s at 100 000
 //! events/s: a check that the bench still runs, not a measurement.
 
@@ -118,7 +120,10 @@ fn main() {
         std::env::set_var("NCCLPROF_DIR", &rdv);
         std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
     }
-    let so = ncclprof_tests::plugin_path();
+    let so = std::env::var_os("STREAM_PLUGIN")
+        .filter(|p| !p.is_empty())
+        .map_or_else(ncclprof_tests::plugin_path, std::path::PathBuf::from);
+    eprintln!("plugin: {}", so.display());
     // SAFETY: loading our plugin; it stays loaded for the whole run.
     let lib: libloading::Library = unsafe {
         libloading::os::unix::Library::open(
