@@ -670,19 +670,23 @@ impl<S: Sink> Completion<S> {
     ///
     /// ProxySteps, most records, are the exception when no NetPlugin event is in the pass:
     /// their starts are taken with their states and stops, in ring order. A step's parent
-    /// ProxyOp is on the same thread, so it started earlier in phase A (or an earlier pass)
+    /// ProxyOp is on the same thread, so it started earlier in its ring (or an earlier pass)
     /// and stops after its steps; only a NetPlugin child, possibly on another thread, needs
     /// its step open before phase B. Started in phase A, every step of the pass was open at
     /// once: thousands, which with several rings collided in `steps_open`'s direct-mapped
     /// slots and went to the hash table (with 4 producer threads, more than one step in
-    /// eight). When a NetPlugin record is in the pass, steps start in phase A after every
-    /// other start, and NetPlugin events after the steps (nothing but a NetPlugin event has
-    /// a step for parent, and nothing has a NetPlugin event for parent). With the table full
-    /// (`max_open`), what starts later in this order is what is dropped.
+    /// eight). ProxyOps too start in ring order then, unless records deferred by the last
+    /// pass are retried (a deferred step's op may be among this pass's starts): their
+    /// parents, collectives, started in phase A, and their entries are in cache when their
+    /// steps come. When a NetPlugin record is in the pass, ops, then steps start in phase A
+    /// after every other start, and NetPlugin events after the steps (nothing but a
+    /// NetPlugin event has a step for parent, and nothing has a NetPlugin event for parent).
+    /// With the table full (`max_open`), what starts later in this order is what is dropped.
     pub fn pass(&mut self, records: &(impl PassRecords + ?Sized), signals: Signals) {
         let mut carried = std::mem::take(&mut self.deferred);
         self.deferred_ids.clear();
         let step = EventKind::ProxyStep as u8;
+        let op = EventKind::ProxyOp as u8;
         let net = EventKind::NetPlugin as u8;
         // Parents were captured before their children (one invariant clock for all threads):
         // time order lets a deferred child find a parent deferred in the same pass.
@@ -695,16 +699,28 @@ impl<S: Sink> Completion<S> {
         records.visit(
             |r| {
                 net_in_pass |= r.kind == net;
-                r.op == OP_START && r.kind != step && r.kind != net
+                r.op == OP_START && r.kind != step && r.kind != net && r.kind != op
             },
             |r, ns, rank| self.start(r, ns, rank, signals, false),
         );
         self.issued_steps.next_pass();
         let steps_in_order = !net_in_pass && !holds_net_plugin(&carried);
-        if !steps_in_order {
+        // A ProxyOp starts in its ring's order too, just before its steps, which need its
+        // entry (the op's parent, a collective, started above), so that the entry is still in
+        // cache when they come: started with this sweep's other starts, a pass's thousands of
+        // ops were out of the cache again by their steps (`whole_step`'s most sampled line).
+        // Not when records deferred from the last pass are retried below: a deferred step's
+        // op may be among this pass's starts.
+        let ops_in_order = steps_in_order && carried.is_empty();
+        if !ops_in_order {
             // Every step before any NetPlugin event: a helper thread's ring may come before
             // the ring of the step its event belongs to.
-            for kind in [step, net] {
+            let kinds: &[u8] = if steps_in_order {
+                &[op]
+            } else {
+                &[op, step, net]
+            };
+            for &kind in kinds {
                 records.visit(
                     |r| r.op == OP_START && r.kind == kind,
                     |r, ns, rank| {
@@ -744,10 +760,15 @@ impl<S: Sink> Completion<S> {
             }
         }
         records.visit(
-            |r| r.op != OP_START || (steps_in_order && r.kind == step),
+            |r| {
+                r.op != OP_START
+                    || (steps_in_order && r.kind == step)
+                    || (ops_in_order && r.kind == op)
+            },
             |r, ns, rank| {
                 if r.op == OP_START {
-                    self.start(r, ns, rank, signals, false); // a step, in ring order (see above)
+                    // A step or an op, in ring order (see above).
+                    self.start(r, ns, rank, signals, false);
                     return;
                 }
                 // Most records are a state of an open step: handled here, without the general
