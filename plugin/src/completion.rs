@@ -415,8 +415,8 @@ pub struct Completion<S = Vec<EventRecord>> {
     stray: Vec<(Raw, u64)>,
     /// Events given up as abandoned while open: a late record of one is not counted again.
     lost: CountedLost,
-    /// Announced steps whose deferred start found no room (`start`), for the drain's scan to
-    /// offer again ([`Completion::take_refused_announces`]).
+    /// Steps `announce` had no room for, or whose deferred start found none (`start`), for
+    /// the drain's scan to offer again ([`Completion::take_refused_announces`]).
     refused_announces: Vec<u64>,
     /// Per capture ring, host times of dropped records it reported (0: none). An event whose
     /// ring dropped a record after its last sign of life may have lost its stop.
@@ -1489,7 +1489,8 @@ impl<S: Sink> Completion<S> {
     /// step, then finds it open (`whole_step`).
     ///
     /// False if the table had no room: nothing is counted then (the step's whole record
-    /// counts it when it comes), and the scan offers the step again next time.
+    /// counts it when it comes), and the scan offers the step again next time
+    /// ([`Completion::take_refused_announces`]).
     pub fn announce(&mut self, r: &Raw, ns: u64, rank: i32, signals: Signals) -> bool {
         // (One older than an open step of the same number is that step's abandoned handle,
         // as for a late start record: the scan finds entries in no particular order. One
@@ -1497,7 +1498,8 @@ impl<S: Sink> Completion<S> {
         if self.knows(r.id) || self.lost.contains(r.id) || self.restarted_since(r, ns) {
             return true;
         }
-        if self.table.len() + self.steps_open.len() >= self.max_open {
+        if self.open_events() >= self.max_open {
+            self.refused_announces.push(r.id);
             return false;
         }
         self.start(r, ns, rank, signals, false);
@@ -1507,9 +1509,9 @@ impl<S: Sink> Completion<S> {
         true
     }
 
-    /// Steps learnt of by [`Completion::announce`] and since dropped from it uncounted for
-    /// want of room (their start deferred for its op, retried into a full table): the scan
-    /// offers them again, as it does steps `announce` refused.
+    /// Steps [`Completion::announce`] had no room for, or learnt of and dropped since for
+    /// want of room (their start deferred for its op, retried into a full table), uncounted:
+    /// the drain's scan offers them again.
     pub fn take_refused_announces(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.refused_announces)
     }

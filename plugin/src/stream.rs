@@ -306,9 +306,6 @@ pub struct Drain {
     /// Per ring: the highest sequence number of a step its published entries showed open
     /// (`announce_published_steps`).
     scanned_upto: Vec<u64>,
-    /// Steps the last scan found open that completion had no room for: offered again by
-    /// the next scan, though below `scanned_upto` (ids).
-    refused_steps: rustc_hash::FxHashSet<u64>,
     /// What the mask let complete as of the last pass (for the steps announced between).
     last_signals: Signals,
 }
@@ -370,7 +367,6 @@ impl Drain {
             last_requested: p.control.wanted(),
             ranges: Vec::new(),
             scanned_upto: Vec::new(),
-            refused_steps: Default::default(),
             last_signals: Signals::default(),
             signals: SignalsWatch::default(),
             horizon_ns: 0,
@@ -884,8 +880,13 @@ impl Drain {
         }
         let signals = self.last_signals;
         self.completion.prune_announced();
-        let mut retry = std::mem::take(&mut self.refused_steps);
-        retry.extend(self.completion.take_refused_announces());
+        // Steps completion had no room for since the last scan: offered again, though below
+        // `scanned_upto`.
+        let retry: rustc_hash::FxHashSet<u64> = self
+            .completion
+            .take_refused_announces()
+            .into_iter()
+            .collect();
         for (i, ring) in rings.iter().enumerate() {
             let mut upto = self.scanned_upto[i];
             let last = upto;
@@ -917,9 +918,7 @@ impl Drain {
                     ctx: p.contexts.wire_id(o.ctx),
                     w: [u64::from(o.step) | u64::from(rank as u32) << 32, 0, 0, 0],
                 };
-                if !self.completion.announce(&raw, ns, rank, signals) {
-                    self.refused_steps.insert(id);
-                }
+                self.completion.announce(&raw, ns, rank, signals);
             });
             self.scanned_upto[i] = upto;
         }
@@ -1130,6 +1129,22 @@ mod tests {
         }))
     }
 
+    /// The far ends of a test drain's channels, kept open while it runs.
+    type DrainEnds = (
+        Receiver<Outgoing>,
+        Sender<Vec<u8>>,
+        Receiver<(u64, Option<IpcBytesSender>)>,
+    );
+
+    /// A drain for `p` with no sender thread and no viewer.
+    fn test_drain(p: &'static Plugin) -> (Drain, DrainEnds) {
+        let (frames, frames_rx) = crossbeam_channel::unbounded();
+        let (spare_tx, spare) = crossbeam_channel::unbounded();
+        let (slot, slot_rx) = crossbeam_channel::unbounded();
+        let drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
+        (drain, (frames_rx, spare_tx, slot_rx))
+    }
+
     /// A ProxyStep state record of step `id`, stamped `ts`.
     fn step_state(ts: u64, id: u64) -> Raw {
         Raw {
@@ -1165,10 +1180,7 @@ mod tests {
         })
         .join()
         .unwrap();
-        let (frames, _frames_rx) = crossbeam_channel::unbounded();
-        let (_spare_tx, spare) = crossbeam_channel::unbounded();
-        let (slot, _slot_rx) = crossbeam_channel::unbounded();
-        let mut drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
+        let (mut drain, _ends) = test_drain(p);
         let first = drain.pass();
         assert!(first.stopped_at_cut);
         assert!(first.read as u64 >= PASS_RECORDS, "read {}", first.read);
@@ -1186,10 +1198,7 @@ mod tests {
     #[test]
     fn a_published_step_refused_for_room_is_offered_again() {
         let p = plugin_configured(RingPool::new(2, 1024).unwrap(), |c| c.max_open = 2);
-        let (frames, _frames_rx) = crossbeam_channel::unbounded();
-        let (_spare_tx, spare) = crossbeam_channel::unbounded();
-        let (slot, _slot_rx) = crossbeam_channel::unbounded();
-        let mut drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
+        let (mut drain, _ends) = test_drain(p);
         let (stop_first, stop) = crossbeam_channel::bounded::<()>(0);
         let (opened, open) = crossbeam_channel::bounded::<u32>(0);
         // Three steps under no op, open on a proxy thread: known to the drain only from the
@@ -1246,10 +1255,7 @@ mod tests {
     #[test]
     fn a_forgotten_step_is_not_learnt_again_while_a_refused_one_waits() {
         let p = plugin_configured(RingPool::new(2, 1024).unwrap(), |c| c.max_open = 2);
-        let (frames, _frames_rx) = crossbeam_channel::unbounded();
-        let (_spare_tx, spare) = crossbeam_channel::unbounded();
-        let (slot, _slot_rx) = crossbeam_channel::unbounded();
-        let mut drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
+        let (mut drain, _ends) = test_drain(p);
         let (restart, restarting) = crossbeam_channel::bounded::<()>(0);
         let (opened, open) = crossbeam_channel::bounded::<(u64, u64, u64)>(0);
         let thread = std::thread::spawn(move || {
@@ -1331,10 +1337,7 @@ mod tests {
         }
         wait.recv().unwrap();
         wait.recv().unwrap();
-        let (frames, _frames_rx) = crossbeam_channel::unbounded();
-        let (_spare_tx, spare) = crossbeam_channel::unbounded();
-        let (slot, _slot_rx) = crossbeam_channel::unbounded();
-        let mut drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
+        let (mut drain, _ends) = test_drain(p);
         assert_eq!(drain.pass().read, 1000);
         let offered = |n| {
             p.rings
