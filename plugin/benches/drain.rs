@@ -17,11 +17,16 @@
 //! (≈ 17–25 ns on a TSC), so the completion timeouts and sweeps land alike on x86 and less so
 //! on a slow Arm counter. Each source prints the events it completed, which must agree.
 //!
+//! Each collective's two records go to its proxy thread's ring by default; `DRAIN_COLLS=first`
+//! or `last` puts them in a ring of their own, as NCCL's launch thread records them, before or
+//! after the proxy threads' rings (the order in which the threads claimed them): a pass's
+//! first sweep then reads that ring alone (see `Completion::pass`).
+//!
 //! Run: `cargo bench -p ncclprof-plugin --bench drain` (`DRAIN_RINGS=1` or `4` for one
 //! configuration, `DRAIN_FROM=items` or `rings` for one source, `DRAIN_PASS` records per
-//! pass, default 65 536, `DRAIN_STEPS=split`, `DRAIN_STATES=records`). Run without `--bench`, as `cargo test
-//! --bench '*'` runs it, it makes one round of 100 collectives per configuration: a check that
-//! the bench still runs, not a measurement.
+//! pass, default 65 536, `DRAIN_STEPS=split`, `DRAIN_STATES=records`, `DRAIN_COLLS=first|last`).
+//! Run without `--bench`, as `cargo test --bench '*'` runs it, it makes one round of 100
+//! collectives per configuration: a check that the bench still runs, not a measurement.
 
 use std::time::{Duration, Instant};
 
@@ -31,7 +36,7 @@ use nccl_profiler_ncclprof::context::Contexts;
 use nccl_profiler_ncclprof::handle;
 use nccl_profiler_ncclprof::history::History;
 use nccl_profiler_ncclprof::ring::{
-    OP_START, OP_STATE, OP_STOP, RF_PHASES, RF_WHOLE, Raw, Ring, RingPool,
+    OP_START, OP_STATE, OP_STOP, RF_PHASES, RF_WHOLE, Raw, Ring, RingPool, first_sweep_record,
 };
 use nccl_profiler_ncclprof::step_phases::{self, Phases};
 use nccl_profiler_ncclprof::stream::InRings;
@@ -127,11 +132,24 @@ fn run(rings: u32, source: Source) {
     } else {
         Steps::Whole
     };
-    let mut seq = vec![0u64; rings as usize];
+    // Collectives on a ring of their own (the launch thread's), before or after the proxy
+    // threads' rings.
+    let colls = std::env::var("DRAIN_COLLS").unwrap_or_default();
+    let colls_ring = match colls.as_str() {
+        "first" => Some(0),
+        "last" => Some(rings),
+        _ => None,
+    };
+    let proxy_ring0 = u32::from(colls_ring == Some(0));
+    let all_rings = rings + u32::from(colls_ring.is_some());
+    let mut seq = vec![0u64; all_rings as usize];
     let ts = std::cell::Cell::new(1_000_000u64);
     let ring = std::cell::Cell::new(0u32);
     let mut id = |k: EventKind| {
-        let r = ring.get();
+        let r = match colls_ring {
+            Some(c) if k == EventKind::Coll => c,
+            _ => proxy_ring0 + ring.get(),
+        };
         seq[r as usize] += 1;
         handle::make(k, r, seq[r as usize])
     };
@@ -270,7 +288,7 @@ fn run(rings: u32, source: Source) {
     let contexts = Contexts::new();
     let pass_records = pass_records();
     let share = (pass_records / rings as usize).max(1);
-    let pool = (source == Source::Rings).then(|| pool(rings, share));
+    let pool = (source == Source::Rings).then(|| pool(all_rings, share));
     let mut completed = 0usize;
     let mut ranges: Vec<(&'static Ring, u64, u64)> = Vec::new();
     // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one short round.
@@ -321,6 +339,15 @@ fn run(rings: u32, source: Source) {
                             assert!(ring.push(&ring_form(it, base)), "ring full");
                             continue;
                         }
+                        if first_sweep_record(it.raw.op, it.raw.kind) {
+                            // As `capture` pushes a collective's start.
+                            let raw = Raw {
+                                ts: base + it.raw.ts,
+                                ..it.raw
+                            };
+                            assert!(ring.push_marked(&raw), "ring full");
+                            continue;
+                        }
                         let mut raw = Raw {
                             ts: base + it.raw.ts,
                             ..it.raw
@@ -365,7 +392,12 @@ fn run(rings: u32, source: Source) {
         );
     }
     println!(
-        "drain, {rings} ring(s) from {}, {}: best {:.2} M events/s, {:.1} ns per event ({completed} events completed)",
+        "drain, {rings} ring(s){} from {}, {}: best {:.2} M events/s, {:.1} ns per event ({completed} events completed)",
+        match colls_ring {
+            Some(0) => " after the collectives' own",
+            Some(_) => " before the collectives' own",
+            None => "",
+        },
         source.name(),
         match (steps, states_as_records) {
             (Steps::Whole, _) => "steps whole",

@@ -19,6 +19,7 @@ use crate::clock::now_raw;
 use crate::handle;
 use crate::ring::{
     OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, RF_RESTARTED, Raw, RecentStart, Ring,
+    first_sweep_record,
 };
 use crate::step_phases::Phases;
 
@@ -88,7 +89,11 @@ pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw
     }
     // A full ring drops the record (counted) but still hands out the id, so children keep a
     // parent to refer to.
-    ring.push(&raw);
+    if first_sweep_record(OP_START, kind as u8) {
+        ring.push_marked(&raw);
+    } else {
+        ring.push(&raw);
+    }
     id as *mut c_void
 }
 

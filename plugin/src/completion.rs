@@ -34,7 +34,7 @@ use crate::history::Sink;
 use crate::open_steps::OpenSteps;
 use crate::ring::{
     OP_START, OP_STATE, OP_STOP, RF_FOREIGN, RF_LATE_START, RF_PARENT_NULL, RF_PHASES,
-    RF_RESTARTED, RF_WHOLE, Raw,
+    RF_RESTARTED, RF_WHOLE, Raw, first_sweep_record,
 };
 use crate::step_phases::{merge, merge_record, whole_unpacked};
 
@@ -216,6 +216,14 @@ pub trait PassRecords {
     /// passes over are not converted. A state or stop is handed over where it lies; a start
     /// as a copy whose `ctx` is the context's wire id.
     fn visit(&self, take: impl FnMut(&Raw) -> bool, f: impl FnMut(&Raw, u64, i32));
+
+    /// As [`PassRecords::visit`], but free to pass over records that no
+    /// [`first_sweep_record`] is among: from the rings, those of rings without a record
+    /// pushed by [`crate::ring::Ring::push_marked`] since the pass's first (a proxy thread's,
+    /// most of a pass). `take` must accept first-sweep records only.
+    fn visit_first_sweep(&self, take: impl FnMut(&Raw) -> bool, f: impl FnMut(&Raw, u64, i32)) {
+        self.visit(take, f)
+    }
 
     /// Whether ProxyStep `id` was issued by a capture ring and its published entry still
     /// holds it (open, or stopped a moment ago): known only where the rings are.
@@ -675,18 +683,19 @@ impl<S: Sink> Completion<S> {
     /// its step open before phase B. Started in phase A, every step of the pass was open at
     /// once: thousands, which with several rings collided in `steps_open`'s direct-mapped
     /// slots and went to the hash table (with 4 producer threads, more than one step in
-    /// eight). ProxyOps too start in ring order then, unless records deferred by the last
-    /// pass are retried (a deferred step's op may be among this pass's starts): their
-    /// parents, collectives, started in phase A, and their entries are in cache when their
-    /// steps come. When a NetPlugin record is in the pass, ops, then steps start in phase A
-    /// after every other start, and NetPlugin events after the steps (nothing but a
-    /// NetPlugin event has a step for parent, and nothing has a NetPlugin event for parent).
-    /// With the table full (`max_open`), what starts later in this order is what is dropped.
+    /// eight). A proxy thread's other starts (ProxyOps, KernelChs, ProxyCtrls) too start in
+    /// ring order then, unless records deferred by the last pass are retried (a deferred
+    /// step's op may be among this pass's starts): their parents, collectives, started in
+    /// phase A, and an op's entry is in cache when its steps come. Phase A then reads only
+    /// the rings that hold a start it takes ([`first_sweep_record`]). When a NetPlugin start
+    /// is in the pass, the proxy thread's starts, then steps start in phase A after every
+    /// other start, and NetPlugin events after the steps (nothing but a NetPlugin event has a
+    /// step for parent, and nothing has a NetPlugin event for parent). With the table full
+    /// (`max_open`), what starts later in this order is what is dropped.
     pub fn pass(&mut self, records: &(impl PassRecords + ?Sized), signals: Signals) {
         let mut carried = std::mem::take(&mut self.deferred);
         self.deferred_ids.clear();
         let step = EventKind::ProxyStep as u8;
-        let op = EventKind::ProxyOp as u8;
         let net = EventKind::NetPlugin as u8;
         // Parents were captured before their children (one invariant clock for all threads):
         // time order lets a deferred child find a parent deferred in the same pass.
@@ -694,35 +703,47 @@ impl<S: Sink> Completion<S> {
         // New starts first: a deferred child's parent may be among them (it sat beyond the
         // previous snapshot). A new record whose parent is itself deferred is deferred in turn
         // and finds it next pass. This sweep also finds out whether the pass holds a
-        // NetPlugin record: the drain's records are still in the rings, read once here.
+        // NetPlugin start. It reads only the rings that hold such records
+        // ([`first_sweep_record`]: the launch thread's, not a proxy thread's, whose records
+        // all start in ring order below); the others are read once, by the last sweep.
         let mut net_in_pass = false;
-        records.visit(
+        records.visit_first_sweep(
             |r| {
+                if !first_sweep_record(r.op, r.kind) {
+                    return false;
+                }
                 net_in_pass |= r.kind == net;
-                r.op == OP_START && r.kind != step && r.kind != net && r.kind != op
+                r.kind != net
             },
             |r, ns, rank| self.start(r, ns, rank, signals, false),
         );
         self.issued_steps.next_pass();
         let steps_in_order = !net_in_pass && !holds_net_plugin(&carried);
-        // A ProxyOp starts in its ring's order too, just before its steps, which need its
-        // entry (the op's parent, a collective, started above), so that the entry is still in
-        // cache when they come: started with this sweep's other starts, a pass's thousands of
-        // ops were out of the cache again by their steps (`whole_step`'s most sampled line).
-        // Not when records deferred from the last pass are retried below: a deferred step's
-        // op may be among this pass's starts.
+        // A proxy thread's other starts (ProxyOp, KernelCh, ProxyCtrl) come in its ring's
+        // order too: an op just before its steps, which need its entry (the op's parent, a
+        // collective, started above), so that the entry is still in cache when they come —
+        // started with this sweep's other starts, a pass's thousands of ops were out of the
+        // cache again by their steps (`whole_step`'s most sampled line). Not when records
+        // deferred from the last pass are retried below: a deferred step's op may be among
+        // this pass's starts.
         let ops_in_order = steps_in_order && carried.is_empty();
         if !ops_in_order {
             // Every step before any NetPlugin event: a helper thread's ring may come before
             // the ring of the step its event belongs to.
-            let kinds: &[u8] = if steps_in_order {
-                &[op]
+            let ops: fn(u8) -> bool =
+                |k| !first_sweep_record(OP_START, k) && k != EventKind::ProxyStep as u8;
+            let in_turn: &[fn(u8) -> bool] = if steps_in_order {
+                &[ops]
             } else {
-                &[op, step, net]
+                &[
+                    ops,
+                    |k| k == EventKind::ProxyStep as u8,
+                    |k| k == EventKind::NetPlugin as u8,
+                ]
             };
-            for &kind in kinds {
+            for take in in_turn {
                 records.visit(
-                    |r| r.op == OP_START && r.kind == kind,
+                    |r| r.op == OP_START && take(r.kind),
                     |r, ns, rank| {
                         self.note_issued_parent(records, r);
                         self.start(r, ns, rank, signals, false)
@@ -763,11 +784,11 @@ impl<S: Sink> Completion<S> {
             |r| {
                 r.op != OP_START
                     || (steps_in_order && r.kind == step)
-                    || (ops_in_order && r.kind == op)
+                    || (ops_in_order && !first_sweep_record(r.op, r.kind))
             },
             |r, ns, rank| {
                 if r.op == OP_START {
-                    // A step or an op, in ring order (see above).
+                    // A proxy thread's start, in ring order (see above).
                     self.start(r, ns, rank, signals, false);
                     return;
                 }
@@ -2596,6 +2617,61 @@ mod tests {
         assert_eq!(o.steps_done, vec![0, 0, 2, 1]);
         let oldest = o.oldest_step.expect("an open step");
         assert_eq!((oldest.channel, oldest.step), (3, 1));
+    }
+
+    /// A proxy thread's starts (ProxyOp, KernelCh, ProxyCtrl) are taken in ring order, after
+    /// the pass's first sweep started the collective they belong to: none is deferred to the
+    /// next pass when the collective's ring comes after theirs (the launch thread claimed its
+    /// ring after the proxy thread). KernelCh starts went with the first sweep, in ring order,
+    /// and waited a pass for a collective read after them.
+    #[test]
+    fn a_proxy_threads_starts_wait_for_no_collective_read_after_them() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        // The proxy thread's ring, read first: the op, its kernel channel, a ProxyCtrl.
+        let coll = f.id(EventKind::Coll);
+        let op = f.op_on(coll, 0);
+        let k = f.id(EventKind::KernelCh);
+        f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
+        let kernel_stop = st::KERNEL_CH_STOP as u8;
+        f.push(OP_STATE, EventKind::KernelCh, k, 0, kernel_stop, [0; 4]);
+        f.stop(EventKind::KernelCh, k);
+        let ctrl = f.id(EventKind::ProxyCtrl);
+        f.push(OP_START, EventKind::ProxyCtrl, ctrl, 0, 0, [0; 4]);
+        f.stop(EventKind::ProxyCtrl, ctrl);
+        f.stop(EventKind::ProxyOp, op);
+        // The launch thread's ring: the collective, on one channel.
+        f.push(OP_START, EventKind::Coll, coll, 0, 0, [0, 0, 0, 1 << 32]);
+        f.stop(EventKind::Coll, coll);
+        c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+        assert!(c.deferred.is_empty(), "deferred: {:?}", c.deferred.len());
+        let mut out = Vec::new();
+        for _ in 0..2 {
+            c.end_pass(f.ts);
+            c.pass(&[][..], Signals::ALL);
+        }
+        c.end_pass(f.ts);
+        c.take(&mut out);
+        let kinds: Vec<_> = out.iter().filter_map(EventRecord::kind).collect();
+        for kind in [
+            EventKind::ProxyOp,
+            EventKind::KernelCh,
+            EventKind::ProxyCtrl,
+            EventKind::Coll,
+        ] {
+            assert!(kinds.contains(&kind), "{kind:?} in {kinds:?}");
+        }
+        let coll = out.iter().find(|r| r.id == coll).unwrap();
+        assert_ne!(
+            coll.flags & F_END_KNOWN,
+            0,
+            "ended by its kernel channel and op"
+        );
+        for child in out.iter().filter(|r| r.parent == coll.id) {
+            assert_eq!(child.flags & F_PARENT_UNKNOWN, 0, "{child:?}");
+        }
+        assert_eq!(out.iter().filter(|r| r.parent == coll.id).count(), 2);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
     }
 
     /// The in-flight summary says when an open collective started to run: its first kernel

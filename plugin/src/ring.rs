@@ -60,6 +60,23 @@ pub const RF_RESTARTED: u8 = 1 << 5;
 /// it was pushed (its place in the ring's time order), `w[1]` the step's start (raw ticks).
 pub const RF_LATE_START: u8 = 1 << 6;
 
+/// Whether a record is one a drain pass must see before the rest of its records (its first
+/// sweep, `Completion::pass`): a start that may be the parent of a record in a ring read
+/// before its own — a group, an API call, a launch, a collective or p2p, a copy-engine
+/// event — or a NetPlugin start, whose step must be open before it (a helper thread's ring
+/// may come before the step's). The proxy thread's own records, its ops, steps, kernel
+/// channels and control events, start in ring order: their parents come first or are
+/// earlier on the same thread. A ring pushes such a record with [`Ring::push_marked`], so
+/// that the first sweep reads only the rings that hold one.
+#[inline(always)]
+pub const fn first_sweep_record(op: u8, kind: u8) -> bool {
+    op == OP_START
+        && kind != EventKind::ProxyStep as u8
+        && kind != EventKind::ProxyOp as u8
+        && kind != EventKind::KernelCh as u8
+        && kind != EventKind::ProxyCtrl as u8
+}
+
 /// One captured callback: 64 bytes, written on NCCL's thread, read on the drain thread.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -125,6 +142,10 @@ pub struct Ring {
     /// Stamp of the newest record dropped (0: none yet): tells the drain which open events
     /// may have lost a record (`Completion::ring_dropped`).
     last_drop_ts: AtomicU64,
+    /// Sequence number + 1 of the newest record pushed with [`Ring::push_marked`] (0: none):
+    /// a drain pass's first sweep skips a ring whose readable records are all newer
+    /// (`Ring::holds_marked`). Producer writes before publishing the record, drain reads.
+    marked: AtomicU64,
     index: u32,
     /// The owning thread's thread pointer ([`thread_pointer`]), 0 while no thread owns the
     /// ring: lets a state or stop find its caller's ring without a TLS lookup
@@ -320,6 +341,11 @@ impl Ring {
     #[inline(always)]
     pub fn push(&self, rec: &Raw) -> bool {
         let head = self.head.0.load(Ordering::Relaxed);
+        debug_assert!(
+            !first_sweep_record(rec.op, rec.kind)
+                || self.marked.load(Ordering::Relaxed) == head.wrapping_add(1),
+            "a first-sweep record pushed without `push_marked`: the drain would skip it"
+        );
         let tail = self.tail.0.load(Ordering::Acquire);
         // SAFETY: producer-only state, and only the owning thread pushes.
         let pr = unsafe { &mut *self.producer.get() };
@@ -344,6 +370,23 @@ impl Ring {
         let ahead = head.wrapping_add(PREFETCH_AHEAD) & pr.mask;
         prefetch_for_write(self.slots.wrapping_add(ahead as usize));
         true
+    }
+
+    /// Push a record a drain pass must see in its first sweep ([`first_sweep_record`]). The
+    /// mark is stored before the push publishes the record (its release store of `head`), so
+    /// a drain that reads the record reads the mark too. (A dropped record leaves a mark on a
+    /// sequence number a later record takes: at worst one sweep of the ring for nothing.)
+    #[inline(always)]
+    pub fn push_marked(&self, rec: &Raw) -> bool {
+        let head = self.head.0.load(Ordering::Relaxed);
+        self.marked.store(head.wrapping_add(1), Ordering::Relaxed);
+        self.push(rec)
+    }
+
+    /// Drain side: whether records from sequence number `first` on may hold one pushed with
+    /// [`Ring::push_marked`]. Read after [`Ring::readable`] (its acquire load of `head`).
+    pub fn holds_marked(&self, first: u64) -> bool {
+        self.marked.load(Ordering::Relaxed) > first
     }
 
     /// The ring looked full: if it grew and the drain has since read every record the old
@@ -729,6 +772,7 @@ impl RingPool {
                 }),
                 dropped: Default::default(),
                 last_drop_ts: AtomicU64::new(0),
+                marked: AtomicU64::new(0),
                 index: i as u32,
                 owner: AtomicUsize::new(0),
                 max_mask: (max - 1) as u64,
@@ -1032,6 +1076,65 @@ mod tests {
         assert_eq!(holder.join().unwrap(), 1);
         let indices: Vec<u32> = p.claimed_rings().iter().map(Ring::index).collect();
         assert_eq!(indices, [0, 1, 2]);
+    }
+
+    /// Which records a pass's first sweep must see: the starts that may parent a record of a
+    /// ring read before theirs, and NetPlugin starts; not a proxy thread's own starts, nor
+    /// any state or stop.
+    #[test]
+    fn first_sweep_records_are_the_launch_threads_starts_and_netplugin_starts() {
+        let proxy_thread = [
+            EventKind::ProxyOp,
+            EventKind::ProxyStep,
+            EventKind::KernelCh,
+            EventKind::ProxyCtrl,
+        ];
+        for kind in EventKind::ALL {
+            let k = kind as u8;
+            assert_eq!(
+                first_sweep_record(OP_START, k),
+                !proxy_thread.contains(&kind),
+                "{kind:?}"
+            );
+            assert!(!first_sweep_record(OP_STATE, k), "{kind:?} state");
+            assert!(!first_sweep_record(OP_STOP, k), "{kind:?} stop");
+        }
+    }
+
+    /// A ring says whether its records from a sequence number on hold one pushed with
+    /// `push_marked` (the first sweep reads no other ring).
+    #[test]
+    fn a_ring_tells_whether_its_readable_records_hold_a_marked_one() {
+        let p = pool();
+        let r = p.mine().unwrap();
+        let rec = |op, kind: EventKind| Raw {
+            ts: 1,
+            op,
+            kind: kind as u8,
+            ..Raw::default()
+        };
+        assert!(r.push(&rec(OP_START, EventKind::ProxyOp)));
+        assert!(!r.holds_marked(0), "a proxy thread's start is not marked");
+        assert!(r.push_marked(&rec(OP_START, EventKind::Coll))); // sequence number 1
+        assert!(r.push(&rec(OP_STOP, EventKind::Coll)));
+        assert!(r.holds_marked(0) && r.holds_marked(1));
+        assert!(!r.holds_marked(2), "none from 2 on");
+        r.release(3);
+        assert!(!r.holds_marked(3));
+    }
+
+    /// A first-sweep record pushed without its mark would be skipped by the drain, never
+    /// started: debug builds (the tests) catch the caller.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "without `push_marked`")]
+    fn a_first_sweep_record_pushed_unmarked_is_caught() {
+        let r = pool().mine().unwrap();
+        r.push(&Raw {
+            op: OP_START,
+            kind: EventKind::Coll as u8,
+            ..Raw::default()
+        });
     }
 
     /// A step's published state is read back by its sequence number only: not by a step

@@ -147,7 +147,26 @@ impl PassRecords for InRings<'_> {
     }
 
     #[inline]
-    fn visit(&self, mut take: impl FnMut(&Raw) -> bool, mut f: impl FnMut(&Raw, u64, i32)) {
+    fn visit(&self, take: impl FnMut(&Raw) -> bool, f: impl FnMut(&Raw, u64, i32)) {
+        self.visit_rings(false, take, f);
+    }
+
+    #[inline]
+    fn visit_first_sweep(&self, take: impl FnMut(&Raw) -> bool, f: impl FnMut(&Raw, u64, i32)) {
+        self.visit_rings(true, take, f);
+    }
+}
+
+impl InRings<'_> {
+    /// [`PassRecords::visit`] over every range, or (`marked_only`) over the ranges of the
+    /// rings that hold a record pushed with [`Ring::push_marked`] from the range's first on.
+    #[inline]
+    fn visit_rings(
+        &self,
+        marked_only: bool,
+        mut take: impl FnMut(&Raw) -> bool,
+        mut f: impl FnMut(&Raw, u64, i32),
+    ) {
         let contexts = self.contexts;
         let mut each = |raws: &[Raw]| {
             for r in raws {
@@ -198,6 +217,9 @@ impl PassRecords for InRings<'_> {
             }
         };
         for &(ring, first, end) in self.ranges {
+            if marked_only && !ring.holds_marked(first) {
+                continue;
+            }
             // SAFETY: readable ranges, not released while this value lives (`new`'s
             // contract); the slices do not outlive this call.
             let (a, b) = unsafe { ring.slices(first, end) };
@@ -1143,6 +1165,47 @@ mod tests {
         let (slot, slot_rx) = crossbeam_channel::unbounded();
         let drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
         (drain, (frames_rx, spare_tx, slot_rx))
+    }
+
+    /// The first sweep of a pass reads only the rings holding a record pushed with
+    /// `push_marked` from the pass's first record on: a launch thread's collective, not a
+    /// proxy thread's ops; the other sweeps read every ring.
+    #[test]
+    fn the_first_sweep_reads_only_rings_with_marked_records() {
+        let pool: &'static RingPool = Box::leak(Box::new(RingPool::new(2, 64).unwrap()));
+        let [proxy, launch] = pool.rings() else {
+            unreachable!()
+        };
+        let rec = |op, kind: EventKind| Raw {
+            ts: now_raw(),
+            op,
+            kind: kind as u8,
+            ctx: u32::MAX,
+            ..Raw::default()
+        };
+        assert!(launch.push_marked(&rec(OP_START, EventKind::Coll)));
+        assert!(launch.push(&rec(crate::ring::OP_STOP, EventKind::Coll)));
+        for _ in 0..3 {
+            assert!(proxy.push(&rec(OP_START, EventKind::ProxyOp)));
+            assert!(proxy.push(&rec(OP_START, EventKind::KernelCh)));
+        }
+        let (cal, contexts) = (Calibration::start(true), Contexts::new());
+        let visited = |launch_from: u64| {
+            let ranges = [(proxy, 0, 6), (launch, launch_from, 2)];
+            // SAFETY: the records pushed above, not released.
+            let records = unsafe { InRings::new(&ranges, pool.rings(), &cal, &contexts) };
+            let (mut first, mut all) = (Vec::new(), 0);
+            records.visit_first_sweep(|_| true, |r, _, _| first.push(r.kind));
+            records.visit(|_| true, |_, _, _| all += 1);
+            (first, all)
+        };
+        let coll = EventKind::Coll as u8;
+        assert_eq!(visited(0), (vec![coll, coll], 8));
+        assert_eq!(
+            visited(1),
+            (vec![], 7),
+            "the collective's start read by an earlier pass"
+        );
     }
 
     /// A ProxyStep state record of step `id`, stamped `ts`.
