@@ -1208,6 +1208,92 @@ mod tests {
         );
     }
 
+    /// A pass over the rings when the proxy thread's ring comes before the launch thread's:
+    /// the first sweep reads the launch thread's ring alone and starts the collective there,
+    /// and the proxy thread's op and kernel channel, read after it in ring order, find it
+    /// (none waits a pass): the kernel channel is delivered by the pass that read it, and
+    /// the collective, ended by its children, after a quiet pass.
+    #[test]
+    fn a_pass_links_a_proxy_threads_records_to_a_collective_in_a_later_ring() {
+        use crate::ring::OP_STOP;
+        use ncclprof_shared::kind::state;
+        use ncclprof_shared::record::F_END_KNOWN;
+        let pool: &'static RingPool = Box::leak(Box::new(RingPool::new(2, 64).unwrap()));
+        let [proxy, launch] = pool.rings() else {
+            unreachable!()
+        };
+        let coll = handle::make(EventKind::Coll, 1, 1);
+        let (op, kernel) = (
+            handle::make(EventKind::ProxyOp, 0, 1),
+            handle::make(EventKind::KernelCh, 0, 2),
+        );
+        let rec = |op_: u8, kind: EventKind, id: u64, parent: u64, st: u32, w: [u64; 4]| Raw {
+            ts: now_raw(),
+            id,
+            parent,
+            op: op_,
+            kind: kind as u8,
+            state: st as u8,
+            ctx: if op_ == OP_START { 0 } else { u32::MAX },
+            w,
+            ..Raw::default()
+        };
+        assert!(launch.push_marked(&rec(
+            OP_START,
+            EventKind::Coll,
+            coll,
+            0,
+            0,
+            [0, 0, 0, 1 << 32]
+        )));
+        assert!(launch.push(&rec(OP_STOP, EventKind::Coll, coll, 0, 0, [0; 4])));
+        let in_progress = state::PROXY_OP_IN_PROGRESS;
+        for r in [
+            rec(OP_START, EventKind::ProxyOp, op, coll, 0, [0, 1 << 8, 8, 0]),
+            rec(OP_STATE, EventKind::ProxyOp, op, 0, in_progress, [0; 4]),
+            rec(OP_START, EventKind::KernelCh, kernel, coll, 0, [0; 4]),
+            rec(
+                OP_STATE,
+                EventKind::KernelCh,
+                kernel,
+                0,
+                state::KERNEL_CH_STOP,
+                [0; 4],
+            ),
+            rec(OP_STOP, EventKind::KernelCh, kernel, 0, 0, [0; 4]),
+            rec(OP_STOP, EventKind::ProxyOp, op, 0, 0, [0; 4]),
+        ] {
+            assert!(proxy.push(&r));
+        }
+        let (cal, contexts) = (Calibration::start(true), Contexts::new());
+        let mut c = Completion::new(1024, 1000, 0.0);
+        let ranges = [(proxy, 0, 6), (launch, 0, 2)];
+        // SAFETY: the records pushed above, not released.
+        let records = unsafe { InRings::new(&ranges, pool.rings(), &cal, &contexts) };
+        c.pass(&records, Signals::ALL);
+        let mut out = Vec::new();
+        c.take(&mut out);
+        assert!(
+            out.iter().any(|r| r.id == kernel),
+            "the kernel channel, delivered by the pass that read it: {out:?}"
+        );
+        let end = cal.to_ns(now_raw());
+        for _ in 0..2 {
+            c.end_pass(end);
+            c.pass(&[][..], Signals::ALL);
+        }
+        c.end_pass(end);
+        c.take(&mut out);
+        let coll = out.iter().find(|r| r.id == coll).expect("the collective");
+        assert_ne!(
+            coll.flags & F_END_KNOWN,
+            0,
+            "ended by its children: {coll:?}"
+        );
+        assert_eq!(out.iter().filter(|r| r.parent == coll.id).count(), 2);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
+    }
+
     /// A ProxyStep state record of step `id`, stamped `ts`.
     fn step_state(ts: u64, id: u64) -> Raw {
         Raw {
