@@ -15,8 +15,9 @@
 //!   handle, dropped record, NULL) is flagged `F_PARENT_UNKNOWN`. Foreign (PXN) ProxyOps are
 //!   never linked to a local parent.
 //!
-//! Processing is two-phase per drain pass (all starts, then all states/stops) so records of
-//! different threads' rings need not be merged by time.
+//! Processing is two-phase per drain pass (the starts that may parent another ring's records,
+//! then everything else in ring order: see [`Completion::pass`]) so records of different
+//! threads' rings need not be merged by time.
 
 #![allow(clippy::collapsible_match)] // one arm per state reads better than match guards
 
