@@ -6,7 +6,8 @@
 //! (from the summary it logs then): a run that drops does less work, so its cost reads lower.
 //!
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-tests --bench scale`
-//! (`SCALE_SHAPES=8x32,2x64` for some rows only, `SCALE_RUNS` runs of each plugin, default 3).
+//! (`SCALE_SHAPES=8x32,2x64` for some rows only, `SCALE_RUNS` runs of each plugin, default 3;
+//! `SCALE_PLUGIN=<path>` another build's `.so` instead of this workspace's).
 //! Run without `--bench`, as `cargo test --bench '*'` runs it, it makes one short run of each
 //! plugin at 2 × 1: a check that the bench still runs, not a measurement.
 
@@ -107,7 +108,10 @@ fn main() {
         std::env::set_var("NCCLPROF_DIR", dir.path().join("rdv"));
         std::env::set_var("NCCLPROF_RING_EVENTS", "262144");
     }
-    let prof = ncclprof_tests::plugin_path();
+    let prof = std::env::var_os("SCALE_PLUGIN")
+        .filter(|p| !p.is_empty())
+        .map_or_else(ncclprof_tests::plugin_path, std::path::PathBuf::from);
+    eprintln!("plugin: {}", prof.display());
     let noop = ncclprof_tests::noop_path();
     // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one short run.
     let quick = !std::env::args().any(|a| a == "--bench");
