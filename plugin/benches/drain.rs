@@ -15,7 +15,11 @@
 //! (`stream::InRings`: host-time conversion and context lookups included; the pushes are not
 //! timed). The records are 50 time units apart: ns in the slice, counter ticks in the rings
 //! (≈ 17–25 ns on a TSC), so the completion timeouts and sweeps land alike on x86 and less so
-//! on a slow Arm counter. Each source prints the events it completed, which must agree.
+//! on a slow Arm counter. Each source prints the events it completed, which must agree in a
+//! `--bench` run. (The one-pass round without `--bench` differs by its collectives: the rings'
+//! host times are today's, so the pass's end runs the periodic sweep, which completes a
+//! collective after its quiet pass; the slice's times are a millisecond from 0, and its
+//! collectives wait for a pass that never comes.)
 //!
 //! Each collective's two records go to its proxy thread's ring by default; `DRAIN_COLLS=first`
 //! or `last` puts them in a ring of their own, as NCCL's launch thread records them, before or
