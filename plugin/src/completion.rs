@@ -24,7 +24,6 @@
 use std::collections::VecDeque;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet};
-use smallvec::SmallVec;
 
 use ncclprof_shared::kind::{EventKind, state as st};
 use ncclprof_shared::record::*;
@@ -137,10 +136,13 @@ struct Open {
     /// ProxyOp: counted in its parent's `unprogressed` (an op not progressed yet, not known
     /// to wait behind its connection's earlier ops: see [`Conn`]).
     counted_unprogressed: bool,
-    /// ProxyOp: open steps (step index, id). NCCL keeps at most 8 (`NCCL_STEPS`), which fit
-    /// inline; more are tracked too, on the heap. Inline because a growing `Vec` cost four
-    /// allocations and a free per ProxyOp on the drain thread.
-    steps: SmallVec<[(u32, u64); 8]>,
+    /// ProxyOp: open steps (step index, id), of those the drain knows open: a step's start
+    /// record came (a NetPlugin event needed it, or its stop did not fit a whole record,
+    /// `step_phases`). Most steps come whole, so most ops never have one: the list takes no
+    /// room until its first step (then room for NCCL's 8, `NCCL_STEPS`, at once: one
+    /// allocation per such op, where growing cost four). Kept inline it was 136 of the
+    /// entry's 328 bytes (208 now), copied with every entry into and out of the table.
+    steps: Vec<(u32, u64)>,
     /// Coll/P2p: proxy steps done per channel by its ProxyOps that left the table (for the
     /// in-flight summary, which adds those of its open ops).
     steps_done: Option<Box<[u32; 64]>>,
@@ -187,7 +189,7 @@ impl Open {
             progressed: false,
             swept: false,
             counted_unprogressed: false,
-            steps: SmallVec::new(),
+            steps: Vec::new(),
             steps_done: None,
             steps_finished: 0,
             quiet: 0,
@@ -547,6 +549,9 @@ fn step_done_in(op: &mut Open, rec: &mut EventRecord, ns: u64) {
     op.rec.p[3] += rec.p[4];
     op.steps_finished += 1;
 }
+
+/// Steps NCCL keeps in flight per proxy op (`NCCL_STEPS`).
+const NCCL_STEPS: usize = 8;
 
 #[inline]
 fn lo(w: u64) -> u32 {
@@ -936,7 +941,12 @@ impl<S: Sink> Completion<S> {
                             abandoned = Some(std::mem::replace(&mut s.1, r.id));
                             flags |= F_RESTARTED;
                         }
-                        None => op.steps.push((step, r.id)),
+                        None => {
+                            if op.steps.capacity() == 0 {
+                                op.steps.reserve_exact(NCCL_STEPS);
+                            }
+                            op.steps.push((step, r.id));
+                        }
                     }
                 }
                 None if r.flags & RF_PARENT_NULL == 0 && r.parent != 0 => flags |= F_PARENT_UNKNOWN,
