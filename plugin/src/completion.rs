@@ -137,11 +137,13 @@ struct Open {
     /// to wait behind its connection's earlier ops: see [`Conn`]).
     counted_unprogressed: bool,
     /// ProxyOp: open steps (step index, id), of those the drain knows open: a step's start
-    /// record came (a NetPlugin event needed it, or its stop did not fit a whole record,
-    /// `step_phases`). Most steps come whole, so most ops never have one: the list takes no
-    /// room until its first step (then room for NCCL's 8, `NCCL_STEPS`, at once: one
-    /// allocation per such op, where growing cost four). Kept inline it was 136 of the
-    /// entry's 328 bytes (208 now), copied with every entry into and out of the table.
+    /// record came (a NetPlugin event needed it, a newer step took its phases entry, or its
+    /// stop did not fit a whole record: `step_phases`), or the drain learnt of it from its
+    /// ring's published entries (`announce`). Most steps come whole, so most ops never have
+    /// one: the list takes no room until its first step (then room for NCCL's 8,
+    /// `NCCL_STEPS`, at once: one allocation per such op, where growing cost four). Kept
+    /// inline it was 144 of the entry's 328 bytes (208 now), copied with every entry into
+    /// and out of the table.
     steps: Vec<(u32, u64)>,
     /// Coll/P2p: proxy steps done per channel by its ProxyOps that left the table (for the
     /// in-flight summary, which adds those of its open ops).
