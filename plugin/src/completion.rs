@@ -2632,6 +2632,32 @@ mod tests {
         assert_eq!((oldest.channel, oldest.step), (3, 1));
     }
 
+    /// Only a NetPlugin *start* takes a pass's steps out of ring order (it needs its step
+    /// open first); a NetPlugin stop names its own event. In ring order each of these split
+    /// steps opens and closes before the next: with room for 4 open events nothing is
+    /// dropped, where all ten open at once (out of order) overflow the table.
+    #[test]
+    fn a_netplugin_stop_leaves_a_passs_steps_in_ring_order() {
+        let mut c = Completion::new(4, 1000, 0.0);
+        let mut f = Feed::new();
+        let net = f.id(EventKind::NetPlugin);
+        f.push(OP_START, EventKind::NetPlugin, net, 0, 0, [0; 4]);
+        f.run(&mut c);
+        let op = f.op_start(0);
+        for s in 0..10 {
+            let id = f.step_start(op, s);
+            f.step_end(id);
+        }
+        f.stop(EventKind::NetPlugin, net);
+        f.stop(EventKind::ProxyOp, op);
+        let out = f.run(&mut c);
+        assert_eq!(c.dropped[DropReason::TableFull as usize], 0);
+        let steps = out
+            .iter()
+            .filter(|r| r.kind() == Some(EventKind::ProxyStep));
+        assert_eq!(steps.count(), 10);
+    }
+
     /// A proxy thread's starts (ProxyOp, KernelCh, ProxyCtrl) are taken in ring order, after
     /// the pass's first sweep started the collective they belong to: none is deferred to the
     /// next pass when the collective's ring comes after theirs (the launch thread claimed its
