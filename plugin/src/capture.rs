@@ -76,7 +76,7 @@ pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw
     raw.kind = kind as u8;
     raw.ctx = ci;
     if kind == EventKind::ProxyStep {
-        step_start(p, ring, seq, ci, &mut raw);
+        step_start(p, ring, seq, &mut raw);
         // Not pushed: the step goes to the ring whole at its stop (`step_phases`).
         return id as *mut c_void;
     }
@@ -97,10 +97,10 @@ pub fn start(p: &'static Plugin, ctx: *mut c_void, kind: EventKind, mut raw: Raw
     id as *mut c_void
 }
 
-/// A ProxyStep's start `raw` (sequence number `seq`, context slot `ci`), kept in its phases
-/// entry and published for the drain instead of pushed.
+/// A ProxyStep's start `raw` (sequence number `seq`), kept in its phases entry and published
+/// for the drain instead of pushed.
 #[inline(always)]
-fn step_start(p: &Plugin, ring: &Ring, seq: u64, ci: u32, raw: &mut Raw) {
+fn step_start(p: &Plugin, ring: &Ring, seq: u64, raw: &mut Raw) {
     let step = raw.w[0] as u32;
     if restarts_unannounced(ring, raw.parent, step, seq) {
         raw.flags |= RF_RESTARTED;
@@ -126,7 +126,7 @@ fn step_start(p: &Plugin, ring: &Ring, seq: u64, ci: u32, raw: &mut Raw) {
         rflags: raw.flags,
         ..Phases::default()
     };
-    ring.open_step(seq, raw.ts, raw.parent, step, ci, raw.flags);
+    ring.open_step(seq, raw.ts, raw.parent, step, raw.ctx, raw.flags);
 }
 
 /// Whether the step starting now (`seq`, under `parent`, step number `step`) restarts one its

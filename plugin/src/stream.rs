@@ -923,10 +923,10 @@ impl Drain {
                     return;
                 }
                 upto = upto.max(o.seq);
-                let id = crate::handle::make(EventKind::ProxyStep, ring.index(), o.seq);
+                let id = handle::make(EventKind::ProxyStep, ring.index(), o.seq);
                 let offered = o.seq <= last && (retry.is_empty() || !retry.contains(&id));
-                if offered || self.completion.knows(id) {
-                    return;
+                if offered {
+                    return; // (a step completion knows already, `announce` leaves alone)
                 }
                 let rank = p.contexts.rank(o.ctx);
                 let raw = Raw {

@@ -108,10 +108,7 @@ fn main() {
         std::env::set_var("NCCLPROF_DIR", dir.path().join("rdv"));
         std::env::set_var("NCCLPROF_RING_EVENTS", "262144");
     }
-    let prof = std::env::var_os("SCALE_PLUGIN")
-        .filter(|p| !p.is_empty())
-        .map_or_else(ncclprof_tests::plugin_path, std::path::PathBuf::from);
-    eprintln!("plugin: {}", prof.display());
+    let prof = ncclprof_tests::bench_plugin_path("SCALE_PLUGIN");
     let noop = ncclprof_tests::noop_path();
     // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one short run.
     let quick = !std::env::args().any(|a| a == "--bench");

@@ -120,10 +120,7 @@ fn main() {
         std::env::set_var("NCCLPROF_DIR", &rdv);
         std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
     }
-    let so = std::env::var_os("STREAM_PLUGIN")
-        .filter(|p| !p.is_empty())
-        .map_or_else(ncclprof_tests::plugin_path, std::path::PathBuf::from);
-    eprintln!("plugin: {}", so.display());
+    let so = ncclprof_tests::bench_plugin_path("STREAM_PLUGIN");
     // SAFETY: loading our plugin; it stays loaded for the whole run.
     let lib: libloading::Library = unsafe {
         libloading::os::unix::Library::open(

@@ -90,6 +90,17 @@ pub fn plugin_path() -> PathBuf {
     artifact("libnccl_profiler_ncclprof.so", "ncclprof-plugin")
 }
 
+/// The plugin a bench loads: the `.so` environment variable `var` names (another build's,
+/// so that two builds' runs alternate without copying one over the other), else this
+/// workspace's; said on stderr.
+pub fn bench_plugin_path(var: &str) -> PathBuf {
+    let so = std::env::var_os(var)
+        .filter(|p| !p.is_empty())
+        .map_or_else(plugin_path, PathBuf::from);
+    eprintln!("plugin: {}", so.display());
+    so
+}
+
 pub fn noop_path() -> PathBuf {
     artifact("libnccl_profiler_noop.so", "ncclprof-noop-plugin")
 }
