@@ -34,6 +34,23 @@ const BUCKETS: usize = 50;
 /// minima's scatter (tens of µs) swamps any real drift.
 const FIT_SPAN_NS: u64 = 1_000_000_000;
 
+/// `x` rounded half away from zero, as `f64::round`, without its library call (x86-64's
+/// baseline has no rounding instruction; this runs twice per kernel channel on the drain).
+/// The same value for every `x`: `x − trunc(x)` is exact, a float from 2^52 up is whole, and
+/// both saturate at the ends of `i64` and give 0 for NaN.
+#[inline]
+fn round_i64(x: f64) -> i64 {
+    let t = x as i64; // toward zero
+    let frac = x - t as f64;
+    if frac >= 0.5 {
+        t.saturating_add(1)
+    } else if frac <= -0.5 {
+        t.saturating_sub(1)
+    } else {
+        t
+    }
+}
+
 /// The lowest `d` seen in one 100 ms bucket of callback time.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -88,7 +105,7 @@ impl GpuClock {
         if self.scale_or_one() == 1.0 {
             dr
         } else {
-            (dr as f64 * self.scale_or_one()).round() as i64
+            round_i64(dr as f64 * self.scale_or_one())
         }
     }
 
@@ -132,6 +149,16 @@ impl GpuClock {
         // The bucket of the sample's own time. (A start observed at its stop went to the
         // current bucket, or reopened an older one as a new entry: two near points of very
         // different minima, a slope of −50 % and conversions 42 ms early on an H200.)
+        // Most samples fall in the current bucket, whose minimum is not part of the line:
+        // no search, no refit (the general case below does the same for it).
+        if let Some(b) = self.buckets.back_mut()
+            && b.index == index
+        {
+            if d < b.min {
+                (b.min, b.at) = (d, cpu_ns);
+            }
+            return;
+        }
         let newest = self.buckets.back().map_or(0, |b| b.index);
         if self.buckets.is_empty() || index > newest {
             self.buckets.push_back(sample);
@@ -229,7 +256,7 @@ impl GpuClock {
             .filter(|c| t / BUCKET_NS >= c.index || n == 1)
             .map(|c| c.min);
         let line = match self.fit {
-            Some((t0, a, b, shift)) => Some((a + b * (t as f64 - t0) + shift).round() as i64),
+            Some((t0, a, b, shift)) => Some(round_i64(a + b * (t as f64 - t0) + shift)),
             // No line yet: the lowest minimum within a fit span of `t` (one from before a
             // long idle gap is stale by drift × gap: 3 ms after 60 s at 50 ppm), else the
             // nearest bucket's where the current one does not apply.
@@ -343,6 +370,43 @@ impl GpuClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_i64_is_f64_round() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            0.49999999999999994,
+            -0.49999999999999994,
+            4503599627370495.5,
+            -4503599627370495.5,
+            4503599627370497.0,
+            9.3e18,
+            -9.3e18,
+            f64::MAX,
+            f64::MIN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::EPSILON,
+        ];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            xs.push(f64::from_bits(x));
+            xs.push((x % 10_000_000) as f64 / 8.0 - 625_000.0);
+        }
+        for x in xs {
+            assert_eq!(round_i64(x), x.round() as i64, "{x:e}");
+        }
+    }
 
     /// Simulated GPU: raw = (host + offset) * ticks_per_ns, drift in ppm; callbacks arrive
     /// `delay(i)` ns after the GPU event. Returns the worst conversion error after warm-up.
