@@ -180,6 +180,38 @@ fn per_kind(l: &Lib, n: usize, make: fn() -> v6::Descr) -> [f64; 4] {
     [ns(t0, t1), ns(t1, t2), ns(r0, r1), ns(r1, t3)]
 }
 
+/// ns per call of a kernel channel's calls: N starts, then N times its GPU stop (record 22)
+/// and its stop, one right after the other as NCCL's proxy thread makes them (spec §4.4).
+/// [start, GPU stop + stop per pair].
+fn kernel_ch_per_kind(l: &Lib, n: usize) -> [f64; 2] {
+    let t = l.t;
+    let mut d = descr(EventKind::KernelCh, 0x20 as *mut c_void);
+    d.u.kernel_ch = v4::KernelCh {
+        channel_id: 3,
+        p_timer: 1_790_000_000_000_000_000,
+    };
+    let mut args = v4::StateArgs {
+        p_timer: 1_790_000_000_000_500_000,
+    };
+    let mut handles = vec![std::ptr::null_mut::<c_void>(); n];
+    let t0 = Instant::now();
+    for h in handles.iter_mut() {
+        // SAFETY: valid context, slot and descriptor.
+        unsafe { (t.start_event)(l.ctx, h, &mut d) };
+    }
+    let t1 = Instant::now();
+    for &h in &handles {
+        // SAFETY: handles from start_event, valid args.
+        unsafe {
+            (t.record_event_state)(h, state::KERNEL_CH_STOP as c_int, &mut args);
+            (t.stop_event)(h);
+        }
+    }
+    let t2 = Instant::now();
+    let ns = |a: Instant, b: Instant| (b - a).as_nanos() as f64 / n as f64;
+    [ns(t0, t1), ns(t1, t2)]
+}
+
 /// CPU time (ns) used so far by this whole process.
 fn process_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -401,6 +433,30 @@ fn main() {
                 ours - base
             );
         }
+    }
+    let (mut a, mut b) = (vec![Vec::new(); 2], vec![Vec::new(); 2]);
+    for _ in 0..rounds {
+        let x = kernel_ch_per_kind(&noop, kind_calls);
+        std::thread::sleep(Duration::from_millis(5));
+        let y = kernel_ch_per_kind(&prof, kind_calls);
+        std::thread::sleep(Duration::from_millis(5));
+        for i in 0..2 {
+            a[i].push(x[i]);
+            b[i].push(y[i]);
+        }
+    }
+    for (i, name) in [
+        "startEvent (KernelCh)",
+        "GPU stop + stopEvent (KernelCh), pair",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (base, ours) = (median(&mut a[i]), median(&mut b[i]));
+        println!(
+            "| {name:<39} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
+            ours - base
+        );
     }
     // No calls: what remains is the plugin's own idle threads, once the records of the bursts
     // are settled (completion timeouts), first with the mask on (a job between iterations),
