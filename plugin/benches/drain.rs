@@ -1,6 +1,6 @@
 //! Drain-side throughput: completed events per second that `completion` makes of raw
 //! records, for the step-heavy mix a proxy thread produces (Coll → 8 ProxyOps → 8 steps each,
-//! every step start + 3 states + stop, 8 KernelCh), from one proxy thread's ring and from
+//! every step start + 3 states + stop, 8 KernelCh: a start, and a stop that carries the GPU stop), from one proxy thread's ring and from
 //! four (each pass holds every ring's share, as the drain reads them). Single thread, as in
 //! the plugin. A step reaches the ring as NCCL's thread sends it: whole, one record at its
 //! stop (`step_phases`; `DRAIN_STEPS=split` sends a start and a stop that carries its
@@ -21,6 +21,13 @@
 //! collective after its quiet pass; the slice's times are a millisecond from 0, and its
 //! collectives wait for a pass that never comes.)
 //!
+//! The KernelCh records of this mix carry constant GPU times (5 000 / 9 000, never a rate the
+//! GPU clock can take: its unconverted path). `DRAIN_MIX=kernels` is a job without network
+//! traffic instead (one node, NVLink): per collective, its start and stop and 32 kernel
+//! channels (a start, and a stop that carries the GPU stop), GPU times in epoch ns as an H200 stamps them, so each
+//! channel goes through the GPU clock's real conversion (`gpuclock`; the `gpuclock` bench
+//! times that alone, over job-length spans).
+//!
 //! Each collective's two records go to its proxy thread's ring by default; `DRAIN_COLLS=first`
 //! or `last` puts them in a ring of their own, as NCCL's launch thread records them, before or
 //! after the proxy threads' rings (the order in which the threads claimed them): a pass's
@@ -28,7 +35,8 @@
 //!
 //! Run: `cargo bench -p ncclprof-plugin --bench drain` (`DRAIN_RINGS=1` or `4` for one
 //! configuration, `DRAIN_FROM=items` or `rings` for one source, `DRAIN_PASS` records per
-//! pass, default 65 536, `DRAIN_STEPS=split`, `DRAIN_STATES=records`, `DRAIN_COLLS=first|last`).
+//! pass, default 65 536, `DRAIN_STEPS=split`, `DRAIN_STATES=records`, `DRAIN_COLLS=first|last`,
+//! `DRAIN_MIX=kernels`).
 //! Run without `--bench`, as `cargo test --bench '*'` runs it, it makes one round of 100
 //! collectives per configuration: a check that the bench still runs, not a measurement.
 
@@ -144,6 +152,22 @@ fn run(rings: u32, source: Source) {
         "last" => Some(rings),
         _ => None,
     };
+    // `DRAIN_MIX=kernels`: what a job without network traffic records (one node, NVLink):
+    // per collective its 32 kernel channels and no ProxyOp, with GPU times as an H200's
+    // `%globaltimer` gives them (see `gpu_at`).
+    let kernels_mix = std::env::var("DRAIN_MIX").is_ok_and(|v| v == "kernels");
+    // The rings source stamps records as NCCL's threads do (raw counter ticks from now on) and
+    // converts them with the drain's calibration.
+    let cal = Calibration::start(false);
+    let base = now_raw();
+    // A GPU timestamp (epoch ns) for bench time `t`: host time plus a fixed offset, so that
+    // the GPU clock's conversion sees what a real GPU gives it. Host time is `t` in the slice,
+    // the calibration's ns for tick `base + t` in the rings.
+    let epoch = 1_790_000_000_000_000_000u64;
+    let gpu_at = |t: u64| match source {
+        Source::Items => epoch + t,
+        Source::Rings => epoch + (cal.to_ns(base + t) - cal.to_ns(base)),
+    };
     let proxy_ring0 = u32::from(colls_ring == Some(0));
     let all_rings = rings + u32::from(colls_ring.is_some());
     let mut seq = vec![0u64; all_rings as usize];
@@ -181,16 +205,46 @@ fn run(rings: u32, source: Source) {
             })
         };
         let coll = id(EventKind::Coll);
+        let channels: u64 = if kernels_mix { 32 } else { 8 };
         push(
             OP_START,
             EventKind::Coll,
             coll,
             0,
             0,
-            [1, 1024, 0, 8u64 << 32],
+            [1, 1024, 0, channels << 32],
         );
         push(OP_STOP, EventKind::Coll, coll, 0, 0, [0; 4]);
-        for ch in 0..8u64 {
+        if kernels_mix {
+            for ch in 0..channels {
+                // The GPU's stamps come before their callbacks (the next record's time, 50
+                // units on): 10–40 units before, varying by channel.
+                let k = id(EventKind::KernelCh);
+                let lead = 10 + ch % 4 * 10;
+                let gpu_start = gpu_at(ts.get() + 50 - lead);
+                push(
+                    OP_START,
+                    EventKind::KernelCh,
+                    k,
+                    coll,
+                    0,
+                    [ch, gpu_start, 0, 0],
+                );
+                // Its GPU stop rides on its stop record, as `capture` pushes it.
+                let gpu_stop = gpu_at(ts.get() + 50 - lead);
+                let stop = state::KERNEL_CH_STOP as u8;
+                push(
+                    OP_STOP,
+                    EventKind::KernelCh,
+                    k,
+                    0,
+                    stop,
+                    [gpu_stop, 0, 0, 0],
+                );
+            }
+            return;
+        }
+        for ch in 0..channels {
             let op = id(EventKind::ProxyOp);
             push(
                 OP_START,
@@ -268,15 +322,8 @@ fn run(rings: u32, source: Source) {
             }
             let k = id(EventKind::KernelCh);
             push(OP_START, EventKind::KernelCh, k, coll, 0, [ch, 5_000, 0, 0]);
-            push(
-                OP_STATE,
-                EventKind::KernelCh,
-                k,
-                9_000,
-                state::KERNEL_CH_STOP as u8,
-                [0; 4],
-            );
-            push(OP_STOP, EventKind::KernelCh, k, 0, 0, [0; 4]);
+            let stop = state::KERNEL_CH_STOP as u8;
+            push(OP_STOP, EventKind::KernelCh, k, 0, stop, [9_000, 0, 0, 0]);
             push(OP_STOP, EventKind::ProxyOp, op, 0, 0, [0; 4]);
         }
     };
@@ -285,10 +332,6 @@ fn run(rings: u32, source: Source) {
     const HISTORY_EVENTS: usize = 200_000;
     let completed_now = |c: &Completion<History>| c.completed.iter().sum::<u64>() as usize;
     let mut best = 0.0f64;
-    // The rings source stamps records as NCCL's threads do (raw counter ticks from now on) and
-    // converts them with the drain's calibration.
-    let cal = Calibration::start(false);
-    let base = now_raw();
     let contexts = Contexts::new();
     let pass_records = pass_records();
     let share = (pass_records / rings as usize).max(1);
@@ -404,6 +447,7 @@ fn run(rings: u32, source: Source) {
         },
         source.name(),
         match (steps, states_as_records) {
+            _ if kernels_mix => "kernel channels only",
             (Steps::Whole, _) => "steps whole",
             (Steps::Split, false) => "steps as start + stop with their states",
             (Steps::Split, true) => "steps as start + states + stop",

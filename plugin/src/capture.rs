@@ -5,7 +5,9 @@
 //! under which op and what it waits on (`Ring::open_step`, `Ring::publish_state`), for the
 //! drain's in-flight summary (a hung step). Its start record is pushed on its own only when
 //! the drain must know the step before its stop: a NetPlugin event names it as parent, a
-//! newer step takes its entry, or its stop does not fit one record. Nothing else — no
+//! newer step takes its entry, or its stop does not fit one record. A kernel channel's GPU
+//! stop (record 22), which its stop follows at once, is kept on the ring and carried by the
+//! stop's record (`Ring::kernel_gpu_stop`). Nothing else — no
 //! allocation, no lock, no syscall (the clock is a counter read), no waiting. All
 //! interpretation happens later on the drain thread (`completion`).
 
@@ -24,6 +26,8 @@ use crate::ring::{
 use crate::step_phases::Phases;
 
 const PROXY_STEP: u8 = EventKind::ProxyStep as u8;
+const KERNEL_CH: u8 = EventKind::KernelCh as u8;
+const KERNEL_CH_STOP: i32 = ncclprof_shared::kind::state::KERNEL_CH_STOP as i32;
 
 /// The phases entry of step `id` if this thread's ring issued it and it still holds it.
 #[inline(always)]
@@ -211,6 +215,24 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
         return;
     };
     let ts = now_raw();
+    if kind == KERNEL_CH {
+        // SAFETY: `ring` is this thread's, and no other reference to the slot is live.
+        let kept = unsafe { ring.kernel_gpu_stop() };
+        if kept.0 == id {
+            // Its GPU stop, recorded just before: carried by this record (`state`).
+            let gpu_stop = std::mem::take(kept).1;
+            ring.push(&Raw {
+                ts,
+                id,
+                op: OP_STOP,
+                kind,
+                state: KERNEL_CH_STOP as u8,
+                w: [gpu_stop, 0, 0, 0],
+                ..Raw::default()
+            });
+            return;
+        }
+    }
     if kind == PROXY_STEP
         && let Some(ph) = phases_held(ring, id)
     {
@@ -255,6 +277,19 @@ pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 
         return;
     };
     let [a0, a1] = args.unwrap_or_default();
+    if kind == KERNEL_CH && state == KERNEL_CH_STOP && args.is_some() {
+        // The GPU stop, followed at once by the event's stop on this thread (spec §4.4):
+        // kept for the stop's record to carry, no clock read (its host time would go unused).
+        // One kept before it whose stop did not come goes out as its own record first.
+        // SAFETY: `ring` is this thread's, and no other reference to the slot is live.
+        let kept = unsafe { ring.kernel_gpu_stop() };
+        if kept.0 != 0 && kept.0 != id {
+            ring.flush_kernel_gpu_stop();
+        }
+        // SAFETY: as above; the flush's reference has ended.
+        *unsafe { ring.kernel_gpu_stop() } = (id, a0);
+        return;
+    }
     if kind == PROXY_STEP
         && let Some(ph) = phases_held(ring, id)
     {

@@ -1321,6 +1321,10 @@ impl<S: Sink> Completion<S> {
                 return;
             }
             EventKind::KernelCh => {
+                if r.state == st::KERNEL_CH_STOP as u8 {
+                    // The GPU stop, carried by the stop record (`capture::stop`).
+                    o.rec.p[1] = r.w[0];
+                }
                 o.rec.p[2] = o.rec.start_ns;
                 o.rec.p[3] = ns;
                 if o.rec.p[0] != 0 && o.rec.p[1] != 0 {

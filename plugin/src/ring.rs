@@ -137,6 +137,10 @@ pub struct Ring {
     /// The owner's latest ProxyStep starts by parent and step number (owner-only): how a
     /// restarted step is told ([`Ring::recent_start`]).
     recent: UnsafeCell<[RecentStart; RECENT_STARTS]>,
+    /// The owner's latest KernelCh GPU stop (record 22) waiting for its stop, which follows
+    /// it at once (spec §4.4): (event id, GPU stop time), id 0 when none (owner-only). See
+    /// [`Ring::kernel_gpu_stop`].
+    kernel_gpu_stop: UnsafeCell<(u64, u64)>,
     /// Records dropped because the ring was full, by kind (producer writes, drain reads).
     dropped: [AtomicU64; EventKind::COUNT],
     /// Stamp of the newest record dropped (0: none yet): tells the drain which open events
@@ -215,6 +219,42 @@ impl Ring {
     pub unsafe fn phases_of(&self, seq: u64) -> &mut Phases {
         // SAFETY: the index is masked into the table; only the owner touches it (contract).
         unsafe { &mut *self.phases.add(seq as usize & (step_phases::SLOTS - 1)) }
+    }
+
+    /// The owner's KernelCh GPU stop that waits for its event's stop: (event id, GPU stop
+    /// time), id 0 when none. A KernelCh's GPU stop (record 22) is followed at once by its
+    /// stop on the same thread (spec §4.4), so `capture` keeps it here and the stop's record
+    /// carries it: one record and no clock read fewer per kernel channel.
+    ///
+    /// # Safety
+    /// As [`Ring::phases_of`]: the owning thread only, one reference at a time.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)] // owner-only, like `phases_of`
+    pub unsafe fn kernel_gpu_stop(&self) -> &mut (u64, u64) {
+        // SAFETY: only the owner touches it (contract).
+        unsafe { &mut *self.kernel_gpu_stop.get() }
+    }
+
+    /// A KernelCh GPU stop kept by [`Ring::kernel_gpu_stop`] that no stop came for (the
+    /// thread records another one first, or exits), pushed as the state record it would
+    /// have been. Owner-only.
+    pub fn flush_kernel_gpu_stop(&self) {
+        // SAFETY: called by the owner (contract of the callers: `capture`, the exit hook).
+        let kept = unsafe { self.kernel_gpu_stop() };
+        let (id, gpu_stop) = std::mem::take(kept);
+        if id != 0 {
+            self.push(&Raw {
+                ts: crate::clock::now_raw(),
+                id,
+                parent: gpu_stop,
+                op: OP_STATE,
+                kind: EventKind::KernelCh as u8,
+                state: ncclprof_shared::kind::state::KERNEL_CH_STOP as u8,
+                flags: 0,
+                ctx: u32::MAX,
+                w: [0; 4],
+            });
+        }
     }
 
     /// The owner's entry for the latest ProxyStep start under `parent` with step number
@@ -765,6 +805,7 @@ impl RingPool {
                 state: AtomicU32::new(FREE),
                 seq: UnsafeCell::new(0),
                 recent: UnsafeCell::new([RecentStart::default(); RECENT_STARTS]),
+                kernel_gpu_stop: UnsafeCell::new((0, 0)),
                 producer: UnsafeCell::new(Producer {
                     mask: (cap - 1) as u64,
                     limit: (cap - 1) as u64,
@@ -954,6 +995,8 @@ extern "C" fn release_on_thread_exit(p: *mut libc::c_void) {
     }
     // SAFETY: the value was set by `claim` to a ring of the 'static pool.
     let ring = unsafe { &*(p as *const Ring) };
+    // A kernel channel's GPU stop whose stop never came goes out as its own record.
+    ring.flush_kernel_gpu_stop();
     // Later destructors on this thread that call NCCL must not push to the retired ring,
     // which the drain may free and another thread claim.
     let _ = MY_RING.try_with(|c| c.set(EXITED));

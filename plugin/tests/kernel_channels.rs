@@ -1,0 +1,124 @@
+//! A kernel channel's GPU stop (record 22) is kept on its thread and carried by the stop that
+//! follows it (`capture`, `Ring::kernel_gpu_stop`): one record per kernel channel fewer, no
+//! clock read for the state. Through the real `.so`: the plain order (v6_stream.rs), and the
+//! two ways a kept GPU stop goes out as its own record instead — another channel's GPU stop
+//! comes first, or the thread exits before the stop (which another thread then makes). In
+//! each the viewer gets the channel converted with its GPU length, and nothing is counted
+//! lost or unknown.
+
+mod common;
+
+use std::ffi::{c_int, c_void};
+use std::time::Duration;
+
+use common::*;
+use nccl_profiler_ncclprof::abi::{v4, v6};
+use ncclprof_shared::kind::{EventKind, state};
+use ncclprof_shared::record::*;
+use ncclprof_shared::wire::DropReason;
+
+#[test]
+fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let rdv = dir.path().join("rdv");
+    // SAFETY: set before the plugin reads its configuration; no other thread reads env yet.
+    unsafe {
+        std::env::set_var("NCCLPROF_DIR", &rdv);
+        std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0xffff");
+    }
+    let lib = load();
+    let t = v6_table(&lib);
+    let mask: *mut c_int = Box::into_raw(Box::new(0));
+    let ctx = init_comm(t, 0xfeed, mask, c"world", 2, 0);
+    assert!(!ctx.is_null());
+    let viewer = TestViewer::attach(&rdv, std::process::id());
+    // The calls, the context and handles cross to the helper thread as plain values.
+    let ctx_addr = ctx as usize;
+    let (start_event, record_event_state, stop_event) =
+        (t.start_event, t.record_event_state, t.stop_event);
+
+    let start = move |d: &mut v6::Descr| -> u64 {
+        let mut h: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid context, handle slot and descriptor.
+        unsafe { start_event(ctx_addr as *mut c_void, &mut h, d) };
+        assert!(!h.is_null());
+        h as u64
+    };
+    let gpu_stop = move |h: u64, gpu: u64| {
+        let mut args = v4::StateArgs { p_timer: gpu };
+        // SAFETY: a handle from start_event and valid args.
+        unsafe { record_event_state(h as *mut c_void, state::KERNEL_CH_STOP as c_int, &mut args) };
+    };
+    // SAFETY: handles came from start_event.
+    let stop = move |h: u64| unsafe { stop_event(h as *mut c_void) };
+    let kernel = move |coll: u64, channel: u8, gpu_start: u64| {
+        let mut d = descr(EventKind::KernelCh, coll as *mut c_void);
+        d.u.kernel_ch = v4::KernelCh {
+            channel_id: channel,
+            p_timer: gpu_start,
+        };
+        start(&mut d)
+    };
+
+    let mut d = descr(EventKind::Coll, std::ptr::null_mut());
+    d.u.coll.func = c"AllReduce".as_ptr();
+    d.u.coll.n_channels = 3;
+    let coll = start(&mut d);
+    stop(coll);
+    // The GPU's timer: epoch ns (NVIDIA's %globaltimer), channels that ran in the last 10 ms.
+    let now = ncclprof_shared::clock::monotonic_ns();
+    let gpu = move |ago_ms: u64| now - ago_ms * 1_000_000 + 1_790_000_000_000_000_000;
+
+    // Two channels' GPU stops before either stop: the first goes out as its own record.
+    let k0 = kernel(coll, 0, gpu(9));
+    let k1 = kernel(coll, 1, gpu(8));
+    gpu_stop(k0, gpu(2));
+    gpu_stop(k1, gpu(1));
+    stop(k0);
+    stop(k1);
+    // A helper thread starts a channel and records its GPU stop, then exits: the kept GPU
+    // stop goes out as its own record at the exit; this thread makes the stop.
+    let k2 = std::thread::spawn(move || {
+        let k2 = kernel(coll, 2, gpu(7));
+        gpu_stop(k2, gpu(3));
+        k2
+    })
+    .join()
+    .unwrap();
+    // Its ring's records read before this thread's stop (a drain pass every 2 ms).
+    std::thread::sleep(Duration::from_millis(100));
+    stop(k2);
+
+    let by_id = |id: u64| viewer.records().into_iter().find(|r| r.id == id);
+    assert!(
+        wait_for(Duration::from_secs(5), || [k0, k1, k2]
+            .iter()
+            .all(|&k| by_id(k).is_some())),
+        "kernel channels never reached the viewer: {:?}",
+        viewer.records()
+    );
+    for (k, channel, gpu_ns) in [(k0, 0, 7_000_000), (k1, 1, 7_000_000), (k2, 2, 4_000_000)] {
+        let r = by_id(k).unwrap();
+        assert_eq!(r.sub, channel, "{r:?}");
+        assert!(
+            r.has(F_GPU_CONVERTED),
+            "channel {channel} not converted: {r:?}"
+        );
+        assert_eq!(r.duration_ns(), gpu_ns, "channel {channel}: {r:?}");
+        assert_eq!(r.parent, coll, "{r:?}");
+    }
+    assert!(
+        wait_for(Duration::from_secs(5), || by_id(coll)
+            .is_some_and(|c| c.has(F_END_KNOWN))),
+        "the collective completes with its three channels"
+    );
+
+    // Nothing counted lost (Counters go out every 250 ms).
+    std::thread::sleep(Duration::from_millis(600));
+    let c = viewer.last_counters().unwrap();
+    for r in [DropReason::UnknownHandle, DropReason::Abandoned] {
+        assert_eq!(c.dropped_for(r), 0, "{r:?}: {c:?}");
+    }
+    // SAFETY: ctx came from init.
+    unsafe { (t.finalize)(ctx) };
+}
