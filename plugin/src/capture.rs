@@ -232,6 +232,12 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
             });
             return;
         }
+        if kept.0 != 0 {
+            // Another channel's, whose stop is evidently not next (not NCCL's order): out as
+            // its own record now, ahead of this stop, rather than kept for who knows how long.
+            // SAFETY: this thread's ring; `kept` is not used after this.
+            unsafe { ring.flush_kernel_gpu_stop() };
+        }
     }
     if kind == PROXY_STEP
         && let Some(ph) = phases_held(ring, id)
@@ -284,7 +290,8 @@ pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 
         // SAFETY: `ring` is this thread's, and no other reference to the slot is live.
         let kept = unsafe { ring.kernel_gpu_stop() };
         if kept.0 != 0 && kept.0 != id {
-            ring.flush_kernel_gpu_stop();
+            // SAFETY: this thread's ring; `kept` is not used after this.
+            unsafe { ring.flush_kernel_gpu_stop() };
         }
         // SAFETY: as above; the flush's reference has ended.
         *unsafe { ring.kernel_gpu_stop() } = (id, a0);

@@ -2417,6 +2417,91 @@ mod tests {
         assert_ne!(idle_rec.flags & F_NOT_NETWORK, 0);
     }
 
+    /// A kernel channel's stop that carries its GPU stop (`capture` keeps record 22 for the
+    /// stop that follows it) makes the same channel as the GPU stop's own record followed by
+    /// a plain stop: converted, with its GPU length. Also when the channel waits a pass for
+    /// its collective (deferred with its stop, which keeps what it carries).
+    #[test]
+    fn a_kernel_channels_stop_carries_its_gpu_stop() {
+        const EPOCH: u64 = 1_790_000_000_000_000_000;
+        let run = |carried: bool, deferred: bool| {
+            let mut c = Completion::new(262_144, 1000, 0.0);
+            let mut f = Feed::new();
+            let coll = f.id(EventKind::Coll);
+            let start_coll = |f: &mut Feed| {
+                f.push(
+                    OP_START,
+                    EventKind::Coll,
+                    coll,
+                    0,
+                    0,
+                    [7, 1024, 0, 1u64 << 32],
+                );
+                f.stop(EventKind::Coll, coll);
+            };
+            if !deferred {
+                start_coll(&mut f);
+            }
+            let k = f.id(EventKind::KernelCh);
+            // The GPU's stamps 5 ns before their callbacks.
+            let gpu_start = EPOCH + f.ts + 10 - 5;
+            f.push(
+                OP_START,
+                EventKind::KernelCh,
+                k,
+                coll,
+                0,
+                [2, gpu_start, 0, 0],
+            );
+            let gpu_stop = EPOCH + f.ts + 10 - 5;
+            let kernel_stop = st::KERNEL_CH_STOP as u8;
+            if carried {
+                f.push(
+                    OP_STOP,
+                    EventKind::KernelCh,
+                    k,
+                    0,
+                    kernel_stop,
+                    [gpu_stop, 0, 0, 0],
+                );
+            } else {
+                f.push(
+                    OP_STATE,
+                    EventKind::KernelCh,
+                    k,
+                    gpu_stop,
+                    kernel_stop,
+                    [0; 4],
+                );
+                f.stop(EventKind::KernelCh, k);
+            }
+            let mut out = f.run(&mut c);
+            if deferred {
+                assert!(out.is_empty(), "the channel waits for its collective");
+                assert!(c.deferred() > 0);
+                start_coll(&mut f);
+                out = f.run(&mut c);
+            }
+            assert_eq!(c.dropped.iter().sum::<u64>(), 0, "{:?}", c.dropped);
+            let r = *out
+                .iter()
+                .find(|r| r.id == k)
+                .expect("the channel completes");
+            assert_ne!(r.flags & F_GPU_CONVERTED, 0, "{r:?}");
+            assert_eq!((r.p[0], r.p[1]), (gpu_start, gpu_stop), "{r:?}");
+            assert_eq!(r.end_ns - r.start_ns, gpu_stop - gpu_start, "{r:?}");
+            assert_eq!((r.parent, r.sub), (coll, 2));
+            (r.start_ns, r.end_ns, r.flags)
+        };
+        for deferred in [false, true] {
+            assert_eq!(
+                run(true, deferred),
+                run(false, deferred),
+                "deferred: {deferred}"
+            );
+        }
+    }
+
     /// A step deferred with its op (the op's collective arrives a pass later) still gets the
     /// states its stop carries (`RF_PHASES`): the same record as with its states one by one.
     #[test]

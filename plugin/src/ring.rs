@@ -235,11 +235,15 @@ impl Ring {
         unsafe { &mut *self.kernel_gpu_stop.get() }
     }
 
-    /// A KernelCh GPU stop kept by [`Ring::kernel_gpu_stop`] that no stop came for (the
-    /// thread records another one first, or exits), pushed as the state record it would
-    /// have been. Owner-only.
-    pub fn flush_kernel_gpu_stop(&self) {
-        // SAFETY: called by the owner (contract of the callers: `capture`, the exit hook).
+    /// A KernelCh GPU stop kept by [`Ring::kernel_gpu_stop`] whose stop did not come next
+    /// (the thread records another channel's GPU stop or stop first, or exits), pushed as
+    /// the state record it would have been.
+    ///
+    /// # Safety
+    /// As [`Ring::kernel_gpu_stop`]: the owning thread only, with no reference from
+    /// `kernel_gpu_stop` live.
+    pub unsafe fn flush_kernel_gpu_stop(&self) {
+        // SAFETY: the owner, no other reference live (contract).
         let kept = unsafe { self.kernel_gpu_stop() };
         let (id, gpu_stop) = std::mem::take(kept);
         if id != 0 {
@@ -960,6 +964,10 @@ impl RingPool {
             {
                 self.free.0.fetch_sub(1, Ordering::Relaxed);
                 self.claimed.fetch_max(i + 1, Ordering::Release);
+                // The exit hook flushed its last owner's kept GPU stop; nothing of another
+                // thread's is this one's to carry, whatever path freed the ring.
+                // SAFETY: this thread owns the ring from the exchange on.
+                *unsafe { r.kernel_gpu_stop() } = (0, 0);
                 MY_RING.with(|c| c.set(r));
                 // SAFETY: the key was created in `new`; the value is a pointer to a 'static ring
                 // that the destructor marks retired. The first keys live in the thread
@@ -995,8 +1003,10 @@ extern "C" fn release_on_thread_exit(p: *mut libc::c_void) {
     }
     // SAFETY: the value was set by `claim` to a ring of the 'static pool.
     let ring = unsafe { &*(p as *const Ring) };
-    // A kernel channel's GPU stop whose stop never came goes out as its own record.
-    ring.flush_kernel_gpu_stop();
+    // A kernel channel's GPU stop whose stop never came goes out as its own record, before
+    // the ring is retired (the drain frees a retired ring once it has read it to its end).
+    // SAFETY: this thread still owns the ring; no other reference to the slot is live.
+    unsafe { ring.flush_kernel_gpu_stop() };
     // Later destructors on this thread that call NCCL must not push to the retired ring,
     // which the drain may free and another thread claim.
     let _ = MY_RING.try_with(|c| c.set(EXITED));

@@ -1,9 +1,9 @@
 //! A kernel channel's GPU stop (record 22) is kept on its thread and carried by the stop that
 //! follows it (`capture`, `Ring::kernel_gpu_stop`): one record per kernel channel fewer, no
 //! clock read for the state. Through the real `.so`: the plain order (v6_stream.rs), and the
-//! two ways a kept GPU stop goes out as its own record instead — another channel's GPU stop
-//! comes first, or the thread exits before the stop (which another thread then makes). In
-//! each the viewer gets the channel converted with its GPU length, and nothing is counted
+//! ways a kept GPU stop goes out as its own record instead — another channel's GPU stop or
+//! stop comes first, or the thread exits before the stop (which another thread then makes).
+//! In each the viewer gets the channel converted with its GPU length, and nothing is counted
 //! lost or unknown.
 
 mod common;
@@ -76,6 +76,24 @@ fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
     gpu_stop(k1, gpu(1));
     stop(k0);
     stop(k1);
+    assert!(
+        wait_for(Duration::from_secs(5), || viewer.last_counters().is_some()),
+        "no counters"
+    );
+    let rings_before = viewer.last_counters().unwrap().rings_in_use;
+    // Not NCCL's order: a channel's GPU stop, then another channel's stop, and its own stop
+    // made by another thread. The kept GPU stop goes out as its own record ahead of the
+    // other channel's stop (kept, it would wait for this thread's next kernel channel).
+    let mut d = descr(EventKind::Coll, std::ptr::null_mut());
+    d.u.coll.func = c"AllGather".as_ptr();
+    d.u.coll.n_channels = 2;
+    let coll2 = start(&mut d);
+    stop(coll2);
+    let k3 = kernel(coll2, 0, gpu(6));
+    let k4 = kernel(coll2, 1, gpu(6));
+    gpu_stop(k3, gpu(5));
+    stop(k4); // no GPU stop of its own: not converted
+    std::thread::spawn(move || stop(k3)).join().unwrap();
     // A helper thread starts a channel and records its GPU stop, then exits: the kept GPU
     // stop goes out as its own record at the exit; this thread makes the stop.
     let k2 = std::thread::spawn(move || {
@@ -85,19 +103,35 @@ fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
     })
     .join()
     .unwrap();
-    // Its ring's records read before this thread's stop (a drain pass every 2 ms).
-    std::thread::sleep(Duration::from_millis(100));
+    // The stop only once the drain has read the helper's ring to its end (a retired ring is
+    // freed then): a pass visits rings in index order, and this thread's comes first, so a
+    // stop read in the same pass as the flushed GPU stop would go before it.
+    let joined = ncclprof_shared::clock::monotonic_ns();
+    assert!(
+        wait_for(Duration::from_secs(10), || viewer
+            .last_counters()
+            .is_some_and(
+                |c| c.at_ns > joined && c.rings_in_use <= rings_before
+            )),
+        "the helper's ring was never read and freed: {:?}",
+        viewer.last_counters()
+    );
     stop(k2);
 
     let by_id = |id: u64| viewer.records().into_iter().find(|r| r.id == id);
     assert!(
-        wait_for(Duration::from_secs(5), || [k0, k1, k2]
+        wait_for(Duration::from_secs(5), || [k0, k1, k2, k3, k4]
             .iter()
             .all(|&k| by_id(k).is_some())),
         "kernel channels never reached the viewer: {:?}",
         viewer.records()
     );
-    for (k, channel, gpu_ns) in [(k0, 0, 7_000_000), (k1, 1, 7_000_000), (k2, 2, 4_000_000)] {
+    for (k, parent, channel, gpu_ns) in [
+        (k0, coll, 0, 7_000_000),
+        (k1, coll, 1, 7_000_000),
+        (k2, coll, 2, 4_000_000),
+        (k3, coll2, 0, 1_000_000),
+    ] {
         let r = by_id(k).unwrap();
         assert_eq!(r.sub, channel, "{r:?}");
         assert!(
@@ -105,8 +139,11 @@ fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
             "channel {channel} not converted: {r:?}"
         );
         assert_eq!(r.duration_ns(), gpu_ns, "channel {channel}: {r:?}");
-        assert_eq!(r.parent, coll, "{r:?}");
+        assert_eq!(r.parent, parent, "{r:?}");
     }
+    let r = by_id(k4).unwrap();
+    assert!(!r.has(F_GPU_CONVERTED), "k4 had no GPU stop: {r:?}");
+    assert_eq!(r.p[1], 0, "k3's GPU stop is not k4's: {r:?}");
     assert!(
         wait_for(Duration::from_secs(5), || by_id(coll)
             .is_some_and(|c| c.has(F_END_KNOWN))),
