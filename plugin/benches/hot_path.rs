@@ -212,6 +212,58 @@ fn kernel_ch_per_kind(l: &Lib, n: usize) -> [f64; 2] {
     [ns(t0, t1), ns(t1, t2)]
 }
 
+/// ns per collective of what NCCL's caller thread records for one standalone collective
+/// (spec §4.4, every API bit on): GroupApi start, its state 23, CollApi start and stop, state
+/// 24, KernelLaunch start and stop, Group start, Coll start and stop, Group stop, GroupApi
+/// stop: 12 calls.
+fn launch_per_collective(l: &Lib, n: usize) -> f64 {
+    let t = l.t;
+    let call = |d: &mut v6::Descr| {
+        let mut h = std::ptr::null_mut();
+        // SAFETY: valid context, slot and descriptor.
+        unsafe { (t.start_event)(l.ctx, &mut h, d) };
+        h
+    };
+    // SAFETY: a handle from start_event; NULL args, as NCCL passes for states 23 and 24.
+    let state = |h: *mut c_void, s: u32| unsafe {
+        (t.record_event_state)(h, s as c_int, std::ptr::null_mut())
+    };
+    // SAFETY: a handle from start_event.
+    let stop = |h: *mut c_void| unsafe { (t.stop_event)(h) };
+    let mut d_gapi = descr(EventKind::GroupApi, std::ptr::null_mut());
+    d_gapi.u.group_api.group_depth = 1;
+    let mut d_capi = descr(EventKind::CollApi, std::ptr::null_mut());
+    d_capi.u.coll_api.func = c"AllReduce".as_ptr();
+    d_capi.u.coll_api.datatype = c"ncclFloat32".as_ptr();
+    d_capi.u.coll_api.count = 1 << 20;
+    let mut d_launch = descr(EventKind::KernelLaunch, std::ptr::null_mut());
+    let mut d_group = descr(EventKind::Group, std::ptr::null_mut());
+    let mut d_coll = coll_descr();
+    d_coll.u.coll.algo = c"RING".as_ptr();
+    d_coll.u.coll.proto = c"SIMPLE".as_ptr();
+    d_coll.u.coll.n_channels = 16;
+    let t0 = Instant::now();
+    for _ in 0..n {
+        let gapi = call(&mut d_gapi);
+        state(gapi, state::GROUP_START_API_STOP);
+        d_capi.parent_obj = gapi;
+        let capi = call(&mut d_capi);
+        stop(capi);
+        state(gapi, state::GROUP_END_API_START);
+        d_launch.parent_obj = gapi;
+        let launch = call(&mut d_launch);
+        stop(launch);
+        let group = call(&mut d_group);
+        d_coll.parent_obj = capi;
+        d_coll.u.coll.parent_group = group;
+        let coll = call(&mut d_coll);
+        stop(coll);
+        stop(group);
+        stop(gapi);
+    }
+    t0.elapsed().as_nanos() as f64 / n as f64
+}
+
 /// CPU time (ns) used so far by this whole process.
 fn process_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -458,6 +510,19 @@ fn main() {
             ours - base
         );
     }
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        a.push(launch_per_collective(&noop, kind_calls / 8));
+        std::thread::sleep(Duration::from_millis(5));
+        b.push(launch_per_collective(&prof, kind_calls / 8));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (base, ours) = (median(&mut a), median(&mut b));
+    println!(
+        "| {:<39} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
+        "a collective's launch, 12 calls",
+        ours - base
+    );
     // No calls: what remains is the plugin's own idle threads, once the records of the bursts
     // are settled (completion timeouts), first with the mask on (a job between iterations),
     // then at 0 (NCCL makes no calls at all). Measured as the whole process's CPU clock (ns
