@@ -2142,6 +2142,11 @@ mod tests {
         fn stop(&mut self, kind: EventKind, id: u64) {
             self.push(OP_STOP, kind, id, 0, 0, [0; 4]);
         }
+        /// The start of Coll `id` (sequence 7, 1 024 elements) on one channel.
+        fn coll_start(&mut self, id: u64) {
+            let w = [7, 1024, 0, 1u64 << 32];
+            self.push(OP_START, EventKind::Coll, id, 0, 0, w);
+        }
         /// A Coll on `channels` channels, started and stopped (enqueued).
         fn coll(&mut self, channels: u64) -> u64 {
             let id = self.id(EventKind::Coll);
@@ -2429,14 +2434,7 @@ mod tests {
             let mut f = Feed::new();
             let coll = f.id(EventKind::Coll);
             let start_coll = |f: &mut Feed| {
-                f.push(
-                    OP_START,
-                    EventKind::Coll,
-                    coll,
-                    0,
-                    0,
-                    [7, 1024, 0, 1u64 << 32],
-                );
+                f.coll_start(coll);
                 f.stop(EventKind::Coll, coll);
             };
             if !deferred {
@@ -2541,14 +2539,7 @@ mod tests {
                 "the op and its step wait for the collective"
             );
             assert!(c.deferred() > 0);
-            f.push(
-                OP_START,
-                EventKind::Coll,
-                coll,
-                0,
-                0,
-                [7, 1024, 0, 1u64 << 32],
-            );
+            f.coll_start(coll);
             f.stop(EventKind::ProxyOp, op);
             f.stop(EventKind::Coll, coll);
             let out = f.run(&mut c);

@@ -8,63 +8,38 @@
 
 mod common;
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 use std::time::Duration;
 
 use common::*;
-use nccl_profiler_ncclprof::abi::{v4, v6};
+use nccl_profiler_ncclprof::abi::v4;
 use ncclprof_shared::kind::{EventKind, state};
 use ncclprof_shared::record::*;
 use ncclprof_shared::wire::DropReason;
 
 #[test]
 fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let rdv = dir.path().join("rdv");
-    // SAFETY: set before the plugin reads its configuration; no other thread reads env yet.
-    unsafe {
-        std::env::set_var("NCCLPROF_DIR", &rdv);
-        std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0xffff");
-    }
-    let lib = load();
-    let t = v6_table(&lib);
-    let mask: *mut c_int = Box::into_raw(Box::new(0));
-    let ctx = init_comm(t, 0xfeed, mask, c"world", 2, 0);
-    assert!(!ctx.is_null());
-    let viewer = TestViewer::attach(&rdv, std::process::id());
-    // The calls, the context and handles cross to the helper thread as plain values.
-    let ctx_addr = ctx as usize;
-    let (start_event, record_event_state, stop_event) =
-        (t.start_event, t.record_event_state, t.stop_event);
-
-    let start = move |d: &mut v6::Descr| -> u64 {
-        let mut h: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid context, handle slot and descriptor.
-        unsafe { start_event(ctx_addr as *mut c_void, &mut h, d) };
-        assert!(!h.is_null());
-        h as u64
-    };
-    let gpu_stop = move |h: u64, gpu: u64| {
-        let mut args = v4::StateArgs { p_timer: gpu };
-        // SAFETY: a handle from start_event and valid args.
-        unsafe { record_event_state(h as *mut c_void, state::KERNEL_CH_STOP as c_int, &mut args) };
-    };
-    // SAFETY: handles came from start_event.
-    let stop = move |h: u64| unsafe { stop_event(h as *mut c_void) };
+    let s = V6Session::open(0xfeed, &[("NCCL_PROFILE_EVENT_MASK", "0x7fff")]);
+    let (calls, viewer) = (s.calls, &s.viewer);
+    let gpu_stop = move |h: u64, gpu: u64| calls.state(h, state::KERNEL_CH_STOP, Some(gpu));
     let kernel = move |coll: u64, channel: u8, gpu_start: u64| {
         let mut d = descr(EventKind::KernelCh, coll as *mut c_void);
         d.u.kernel_ch = v4::KernelCh {
             channel_id: channel,
             p_timer: gpu_start,
         };
-        start(&mut d)
+        calls.start(&mut d)
+    };
+    let coll_on = |func: &'static std::ffi::CStr, channels: u8| {
+        let mut d = descr(EventKind::Coll, std::ptr::null_mut());
+        d.u.coll.func = func.as_ptr();
+        d.u.coll.n_channels = channels;
+        let coll = calls.start(&mut d);
+        calls.stop(coll);
+        coll
     };
 
-    let mut d = descr(EventKind::Coll, std::ptr::null_mut());
-    d.u.coll.func = c"AllReduce".as_ptr();
-    d.u.coll.n_channels = 3;
-    let coll = start(&mut d);
-    stop(coll);
+    let coll = coll_on(c"AllReduce", 3);
     // The GPU's timer: epoch ns (NVIDIA's %globaltimer), channels that ran in the last 10 ms.
     let now = ncclprof_shared::clock::monotonic_ns();
     let gpu = move |ago_ms: u64| now - ago_ms * 1_000_000 + 1_790_000_000_000_000_000;
@@ -74,8 +49,8 @@ fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
     let k1 = kernel(coll, 1, gpu(8));
     gpu_stop(k0, gpu(2));
     gpu_stop(k1, gpu(1));
-    stop(k0);
-    stop(k1);
+    calls.stop(k0);
+    calls.stop(k1);
     assert!(
         wait_for(Duration::from_secs(5), || viewer.last_counters().is_some()),
         "no counters"
@@ -84,16 +59,12 @@ fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
     // Not NCCL's order: a channel's GPU stop, then another channel's stop, and its own stop
     // made by another thread. The kept GPU stop goes out as its own record ahead of the
     // other channel's stop (kept, it would wait for this thread's next kernel channel).
-    let mut d = descr(EventKind::Coll, std::ptr::null_mut());
-    d.u.coll.func = c"AllGather".as_ptr();
-    d.u.coll.n_channels = 2;
-    let coll2 = start(&mut d);
-    stop(coll2);
+    let coll2 = coll_on(c"AllGather", 2);
     let k3 = kernel(coll2, 0, gpu(6));
     let k4 = kernel(coll2, 1, gpu(6));
     gpu_stop(k3, gpu(5));
-    stop(k4); // no GPU stop of its own: not converted
-    std::thread::spawn(move || stop(k3)).join().unwrap();
+    calls.stop(k4); // no GPU stop of its own: not converted
+    std::thread::spawn(move || calls.stop(k3)).join().unwrap();
     // A helper thread starts a channel and records its GPU stop, then exits: the kept GPU
     // stop goes out as its own record at the exit; this thread makes the stop.
     let k2 = std::thread::spawn(move || {
@@ -103,9 +74,9 @@ fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
     })
     .join()
     .unwrap();
-    // The stop only once the drain has read the helper's ring to its end (a retired ring is
-    // freed then): a pass visits rings in index order, and this thread's comes first, so a
-    // stop read in the same pass as the flushed GPU stop would go before it.
+    // The stop only once the drain has read the helpers' rings to their end (a retired ring
+    // is freed then): a pass visits rings in index order, and this thread's comes first, so
+    // a stop read in the same pass as the flushed GPU stop would go before it.
     let joined = ncclprof_shared::clock::monotonic_ns();
     assert!(
         wait_for(Duration::from_secs(10), || viewer
@@ -116,7 +87,7 @@ fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
         "the helper's ring was never read and freed: {:?}",
         viewer.last_counters()
     );
-    stop(k2);
+    calls.stop(k2);
 
     let by_id = |id: u64| viewer.records().into_iter().find(|r| r.id == id);
     assert!(
@@ -156,6 +127,5 @@ fn a_kept_gpu_stop_reaches_its_channel_in_every_order() {
     for r in [DropReason::UnknownHandle, DropReason::Abandoned] {
         assert_eq!(c.dropped_for(r), 0, "{r:?}: {c:?}");
     }
-    // SAFETY: ctx came from init.
-    unsafe { (t.finalize)(ctx) };
+    s.finalize();
 }

@@ -15,25 +15,14 @@ use ncclprof_shared::wire::{Frame, ViewerMsg};
 
 #[test]
 fn v6_allreduce_reaches_a_viewer_with_true_completion() {
-    let dir = tempfile::tempdir().unwrap();
-    let rdv = dir.path().join("rdv");
-    // SAFETY: set before the plugin reads its configuration; no other thread reads env yet.
-    unsafe {
-        std::env::set_var("NCCLPROF_DIR", &rdv);
-        std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
-    }
-    let lib = load();
-    let t = v6_table(&lib);
+    let session = V6Session::open(0xfeed, &[("NCCL_PROFILE_EVENT_MASK", "0x7fff")]);
+    let (calls, viewer) = (session.calls, &session.viewer);
     // The core's mask int, which the plugin writes later from its own threads: read it with
     // volatile loads (a plain local may be kept in a register once the borrow ends).
-    let mask_ptr: *mut c_int = Box::into_raw(Box::new(0));
+    let mask_ptr = session.mask;
     // SAFETY: a valid, never freed int.
     let mask = || unsafe { std::ptr::read_volatile(mask_ptr) };
-    let ctx = init_comm(t, 0xfeed, mask_ptr, c"world", 2, 0);
-    assert!(!ctx.is_null());
     assert_eq!(mask(), 0x7fff);
-
-    let viewer = TestViewer::attach(&rdv, std::process::id());
     assert!(wait_for(Duration::from_secs(5), || viewer
         .frames
         .lock()
@@ -41,27 +30,9 @@ fn v6_allreduce_reaches_a_viewer_with_true_completion() {
         .iter()
         .any(|f| matches!(f, Frame::Hello(_)))));
 
-    let start = |d: &mut v6::Descr| -> *mut c_void {
-        let mut h: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid context, handle slot and descriptor.
-        unsafe { (t.start_event)(ctx, &mut h, d) };
-        assert!(!h.is_null());
-        h
-    };
-    let rec = |h: *mut c_void, s: u32, a: Option<u64>| {
-        let mut args = v4::StateArgs {
-            p_timer: a.unwrap_or(0),
-        };
-        let p = if a.is_some() {
-            &mut args as *mut _
-        } else {
-            std::ptr::null_mut()
-        };
-        // SAFETY: valid handle and args (or NULL).
-        unsafe { (t.record_event_state)(h, s as c_int, p) };
-    };
-    // SAFETY: handles came from start_event.
-    let stop = |h: *mut c_void| unsafe { (t.stop_event)(h) };
+    let start = |d: &mut v6::Descr| calls.start(d) as *mut c_void;
+    let rec = |h: *mut c_void, s: u32, a: Option<u64>| calls.state(h as u64, s, a);
+    let stop = |h: *mut c_void| calls.stop(h as u64);
 
     let mut d = descr(EventKind::GroupApi, std::ptr::null_mut());
     d.u.group_api = nccl_profiler_ncclprof::abi::v5::GroupApi {
@@ -186,7 +157,8 @@ fn v6_allreduce_reaches_a_viewer_with_true_completion() {
     // exampleProfilerStart/Stop, as an application would call them through dlsym.
     // SAFETY: exported C functions with these signatures.
     unsafe {
-        let start_fn = lib
+        let start_fn = session
+            .lib
             .get::<unsafe extern "C" fn(c_int, *const std::ffi::c_char) -> c_int>(
                 b"exampleProfilerStart",
             )
@@ -194,6 +166,5 @@ fn v6_allreduce_reaches_a_viewer_with_true_completion() {
         assert_eq!(start_fn(6, std::ptr::null()), 0);
     }
     assert_eq!(mask(), 6);
-    // SAFETY: ctx came from init.
-    unsafe { (t.finalize)(ctx) };
+    session.finalize();
 }

@@ -7,45 +7,22 @@
 
 mod common;
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 use std::time::Duration;
 
 use common::*;
-use nccl_profiler_ncclprof::abi::{v4, v6};
+use nccl_profiler_ncclprof::abi::v6;
 use ncclprof_shared::kind::{EventKind, state};
 use ncclprof_shared::record::*;
 use ncclprof_shared::wire::{DropReason, Frame};
 
 #[test]
 fn restarted_steps_net_plugin_children_and_hung_steps() {
-    let dir = tempfile::tempdir().unwrap();
-    let rdv = dir.path().join("rdv");
-    // SAFETY: set before the plugin reads its configuration; no other thread reads env yet.
-    unsafe {
-        std::env::set_var("NCCLPROF_DIR", &rdv);
-        std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0xffff");
-    }
-    let lib = load();
-    let t = v6_table(&lib);
-    let mask: *mut c_int = Box::into_raw(Box::new(0));
-    let ctx = init_comm(t, 0xfeed, mask, c"world", 2, 0);
-    assert!(!ctx.is_null());
-    let viewer = TestViewer::attach(&rdv, std::process::id());
-
-    let start = |d: &mut v6::Descr| -> u64 {
-        let mut h: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid context, handle slot and descriptor.
-        unsafe { (t.start_event)(ctx, &mut h, d) };
-        assert!(!h.is_null());
-        h as u64
-    };
-    let rec = |h: u64, s: u32, a: u64| {
-        let mut args = v4::StateArgs { p_timer: a };
-        // SAFETY: a handle from start_event and valid args.
-        unsafe { (t.record_event_state)(h as *mut c_void, s as c_int, &mut args) };
-    };
-    // SAFETY: handles came from start_event.
-    let stop = |h: u64| unsafe { (t.stop_event)(h as *mut c_void) };
+    let session = V6Session::open(0xfeed, &[("NCCL_PROFILE_EVENT_MASK", "0xffff")]);
+    let (calls, viewer) = (session.calls, &session.viewer);
+    let start = |d: &mut v6::Descr| calls.start(d);
+    let rec = |h: u64, s: u32, a: u64| calls.state(h, s, Some(a));
+    let stop = |h: u64| calls.stop(h);
 
     let mut d = descr(EventKind::Coll, std::ptr::null_mut());
     d.u.coll.func = c"AllReduce".as_ptr();
@@ -91,18 +68,12 @@ fn restarted_steps_net_plugin_children_and_hung_steps() {
     // it cannot push the step's start (another thread's), and finds it issued in the rings.
     let helper_parent = step(3);
     rec(helper_parent, state::PROXY_STEP_RECV_WAIT, 0);
-    let (start_event, stop_event) = (t.start_event, t.stop_event);
-    let ctx_addr = ctx as usize;
     let helper_net = std::thread::spawn(move || {
         let mut d = descr(EventKind::NetPlugin, helper_parent as *mut c_void);
         d.u.net_plugin.id = 2;
-        let mut h: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid context, handle slot and descriptor; then a handle from start_event.
-        unsafe {
-            start_event(ctx_addr as *mut c_void, &mut h, &mut d);
-            stop_event(h);
-        }
-        h as u64
+        let h = calls.start(&mut d);
+        calls.stop(h);
+        h
     })
     .join()
     .unwrap();
@@ -174,6 +145,5 @@ fn restarted_steps_net_plugin_children_and_hung_steps() {
     for r in [DropReason::UnknownHandle, DropReason::Abandoned] {
         assert_eq!(c.dropped_for(r), 0, "{r:?}: {c:?}");
     }
-    // SAFETY: ctx came from init.
-    unsafe { (t.finalize)(ctx) };
+    session.finalize();
 }

@@ -235,3 +235,101 @@ pub fn ten_collectives_then_dump(env: &[(&str, &str)], idle: Duration) {
     assert!(text.contains("dumpcomm"));
     assert!(!std::path::Path::new(&format!("{path}.tmp")).exists());
 }
+
+/// NCCL's v6 calls on one communicator, handles as plain integers: `Copy` and `Send`, so a
+/// helper thread makes them as NCCL's helper threads do.
+#[derive(Clone, Copy)]
+pub struct V6Calls {
+    start_event: nccl_profiler_ncclprof::abi::StartEvent<v6::Descr>,
+    record_event_state: nccl_profiler_ncclprof::abi::RecordEventState<v4::StateArgs>,
+    stop_event: nccl_profiler_ncclprof::abi::StopEvent,
+    ctx: usize,
+}
+
+impl V6Calls {
+    /// `startEvent`; the handle, which must not be NULL.
+    pub fn start(&self, d: &mut v6::Descr) -> u64 {
+        let mut h: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a context from init, a valid handle slot and descriptor.
+        unsafe { (self.start_event)(self.ctx as *mut c_void, &mut h, d) };
+        assert!(!h.is_null(), "startEvent gave no handle");
+        h as u64
+    }
+
+    /// `recordEventState` with the 8-byte args union holding `arg` (`None`: NULL args).
+    pub fn state(&self, h: u64, state: u32, arg: Option<u64>) {
+        let mut args = v4::StateArgs {
+            p_timer: arg.unwrap_or(0),
+        };
+        let p = if arg.is_some() {
+            &mut args as *mut _
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: a handle from startEvent; valid args or NULL.
+        unsafe { (self.record_event_state)(h as *mut c_void, state as c_int, p) };
+    }
+
+    /// `stopEvent`.
+    pub fn stop(&self, h: u64) {
+        // SAFETY: a handle from startEvent.
+        unsafe { (self.stop_event)(h as *mut c_void) };
+    }
+}
+
+/// What most load tests set up first: the plugin loaded with its rendezvous in a fresh
+/// temporary directory and `env` set, one communicator (`comm_hash`, rank 0 of 2) initialised,
+/// a test viewer attached. One per test process (the plugin reads its environment once).
+pub struct V6Session {
+    pub lib: libloading::Library,
+    pub t: &'static V6Table,
+    pub ctx: *mut c_void,
+    /// The core's mask int (valid, never freed).
+    pub mask: *mut c_int,
+    pub calls: V6Calls,
+    pub viewer: TestViewer,
+    pub rdv: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl V6Session {
+    pub fn open(comm_hash: u64, env: &[(&str, &str)]) -> V6Session {
+        let dir = tempfile::tempdir().unwrap();
+        let rdv = dir.path().join("rdv");
+        // SAFETY: set before the plugin reads its configuration; no other thread reads env yet.
+        unsafe {
+            std::env::set_var("NCCLPROF_DIR", &rdv);
+            for (k, v) in env {
+                std::env::set_var(k, v);
+            }
+        }
+        let lib = load();
+        let t = v6_table(&lib);
+        let mask: *mut c_int = Box::into_raw(Box::new(0));
+        let ctx = init_comm(t, comm_hash, mask, c"world", 2, 0);
+        assert!(!ctx.is_null(), "init gave no context");
+        let viewer = TestViewer::attach(&rdv, std::process::id());
+        let calls = V6Calls {
+            start_event: t.start_event,
+            record_event_state: t.record_event_state,
+            stop_event: t.stop_event,
+            ctx: ctx as usize,
+        };
+        V6Session {
+            lib,
+            t,
+            ctx,
+            mask,
+            calls,
+            viewer,
+            rdv,
+            _dir: dir,
+        }
+    }
+
+    /// `finalize` the communicator.
+    pub fn finalize(&self) {
+        // SAFETY: the context came from init.
+        unsafe { (self.t.finalize)(self.ctx) };
+    }
+}
