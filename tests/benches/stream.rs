@@ -16,7 +16,10 @@
 //! (comma-separated events/s), `STREAM_PRODUCERS` (producer threads, default 1),
 //! `STREAM_DEFAULT_MALLOC=1` (without the allocator settings the viewer binary uses),
 //! `STREAM_PLUGIN=<path>` (another build's `.so` instead of this workspace's: runs of two
-//! builds alternated without copying one over the other).
+//! builds alternated without copying one over the other), `STREAM_MIX=kernels` (a job without
+//! network traffic instead, one node over NVLink: per collective its start and stop and 32
+//! kernel channels, each a start, its GPU stop and its stop, GPU times in epoch ns as an
+//! H200's `%globaltimer`: 33 events in 98 calls).
 //! Run without `--bench`, as `cargo test --bench '*'` runs it, it streams 1 s at 100 000
 //! events/s: a check that the bench still runs, not a measurement.
 
@@ -39,6 +42,19 @@ use ratatui::backend::TestBackend;
 const STEPS_PER_OP: u64 = 8;
 /// Events per ProxyOp: the op and its steps.
 const EVENTS_PER_OP: u64 = STEPS_PER_OP + 1;
+/// `STREAM_MIX=kernels`: kernel channels per collective.
+const CHANNELS: u64 = 32;
+/// Events per collective of that mix: the collective and its channels.
+const EVENTS_PER_COLL: u64 = CHANNELS + 1;
+
+/// What the producer threads drive.
+#[derive(Clone, Copy, PartialEq)]
+enum Mix {
+    /// A proxy thread's network work: ProxyOps and their steps.
+    Steps,
+    /// A job without network traffic: collectives and their kernel channels.
+    Kernels,
+}
 
 /// CPU seconds (user + system) of this process's threads, grouped by thread-name prefix.
 fn cpu_by_thread() -> BTreeMap<String, f64> {
@@ -103,6 +119,10 @@ fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
     let secs: u64 = ncclprof_tests::env("STREAM_SECS").unwrap_or(if quick { 1 } else { 3 });
     let producers: u64 = ncclprof_tests::env("STREAM_PRODUCERS").unwrap_or(1).max(1);
+    let mix = match std::env::var("STREAM_MIX").as_deref() {
+        Ok("kernels") => Mix::Kernels,
+        _ => Mix::Steps,
+    };
     let rates: Vec<u64> = std::env::var("STREAM_RATES")
         .ok()
         .map(|s| s.split(',').filter_map(|r| r.trim().parse().ok()).collect())
@@ -205,10 +225,16 @@ fn main() {
     );
     std::thread::sleep(Duration::from_millis(1500)); // the watcher polls every 500 ms
 
-    println!(
-        "end-to-end streaming into the real viewer (ingest + 30 fps render): one ProxyOp = {EVENTS_PER_OP} events = {} calls, {producers} producer thread(s), {secs} s per rate",
-        3 + STEPS_PER_OP * 5
-    );
+    match mix {
+        Mix::Steps => println!(
+            "end-to-end streaming into the real viewer (ingest + 30 fps render): one ProxyOp = {EVENTS_PER_OP} events = {} calls, {producers} producer thread(s), {secs} s per rate",
+            3 + STEPS_PER_OP * 5
+        ),
+        Mix::Kernels => println!(
+            "end-to-end streaming into the real viewer (ingest + 30 fps render), STREAM_MIX=kernels: one collective = {EVENTS_PER_COLL} events (the Coll and {CHANNELS} kernel channels) = {} calls, {producers} producer thread(s), {secs} s per rate",
+            2 + CHANNELS * 3
+        ),
+    }
     println!(
         "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU ns per event: NCCL threads (per produced) / drain / socket (send + rx) / viewer ingest+render (per delivered) = total | 2 cores at that cost | vCPU time stolen |"
     );
@@ -234,7 +260,7 @@ fn main() {
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("producer-{p}"))
-                    .spawn(move || produce(fns, ctx, per_thread, &st))
+                    .spawn(move || produce(fns, ctx, per_thread, mix, &st))
                     .unwrap(),
             );
         }
@@ -323,9 +349,12 @@ fn main() {
 
 type Fns = (abi::StartFn, abi::StopFn, abi::RecordFn);
 
-/// Drive ProxyOps with their steps at `rate` events/s until `stop`; returns events produced
-/// and the thread's CPU seconds.
-fn produce(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, f64) {
+/// Drive `mix` at `rate` events/s until `stop`; returns events produced and the thread's CPU
+/// seconds.
+fn produce(fns: Fns, ctx: usize, rate: u64, mix: Mix, stop: &AtomicBool) -> (u64, f64) {
+    if mix == Mix::Kernels {
+        return produce_kernels(fns, ctx, rate, stop);
+    }
     let ctx = ctx as *mut c_void;
     let (start_event, stop_event, record) = fns;
     // SAFETY: a zeroed descriptor is a valid v6 descriptor.
@@ -376,6 +405,67 @@ fn produce(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, f64) {
     }
     (
         ops * EVENTS_PER_OP,
+        ncclprof_tests::cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID),
+    )
+}
+
+/// `STREAM_MIX=kernels`: collectives with their kernel channels at `rate` events/s until
+/// `stop`, as `produce`. The GPU's stamps are the host time of the collective's slice, in
+/// epoch ns (one clock read per slice of the pace, not per call: the producer stands for NCCL,
+/// whose stamps come from the GPU).
+fn produce_kernels(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, f64) {
+    const EPOCH: u64 = 1_790_000_000_000_000_000;
+    let ctx = ctx as *mut c_void;
+    let (start_event, stop_event, record) = fns;
+    // SAFETY: a zeroed descriptor is a valid v6 descriptor (NULL strings, parents).
+    let mut coll: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
+    coll.type_ = abi::ev::COLL;
+    coll.u.coll.func = c"AllReduce".as_ptr();
+    coll.u.coll.datatype = c"ncclFloat32".as_ptr();
+    coll.u.coll.nChannels = CHANNELS as u8;
+    // SAFETY: as above.
+    let mut kernel: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
+    kernel.type_ = abi::ev::KERNEL_CH;
+    let start = Instant::now();
+    let mut colls = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        // Pace in 100 µs slices.
+        let due = (start.elapsed().as_nanos() as u64 * rate / 1_000_000_000 / EVENTS_PER_COLL)
+            .saturating_sub(colls);
+        let gpu_now = EPOCH + monotonic_ns();
+        for c in 0..due {
+            // SAFETY: valid context, handle slots, descriptors and args.
+            unsafe {
+                let mut ch = std::ptr::null_mut();
+                coll.u.coll.seqNumber = colls + c;
+                start_event(ctx, &mut ch, &mut coll as *mut _ as *mut c_void);
+                stop_event(ch);
+                kernel.parentObj = ch;
+                for k in 0..CHANNELS {
+                    let gpu_start = gpu_now - 20_000 + k * 100;
+                    kernel.u.kernelCh = abi::v4::KernelCh {
+                        channelId: k as u8,
+                        pTimer: gpu_start,
+                    };
+                    let mut kh = std::ptr::null_mut();
+                    start_event(ctx, &mut kh, &mut kernel as *mut _ as *mut c_void);
+                    let mut gpu_stop = v4::ncclProfilerEventStateArgs_v4_t {
+                        kernelCh_pTimer: gpu_start + 10_000,
+                    };
+                    record(
+                        kh,
+                        abi::st::KERNEL_CH_STOP,
+                        &mut gpu_stop as *mut _ as *mut c_void,
+                    );
+                    stop_event(kh);
+                }
+            }
+        }
+        colls += due;
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    (
+        colls * EVENTS_PER_COLL,
         ncclprof_tests::cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID),
     )
 }

@@ -237,7 +237,9 @@ pub fn ten_collectives_then_dump(env: &[(&str, &str)], idle: Duration) {
 }
 
 /// NCCL's v6 calls on one communicator, handles as plain integers: `Copy` and `Send`, so a
-/// helper thread makes them as NCCL's helper threads do.
+/// helper thread makes them as NCCL's helper threads do. Test-only conveniences: `start`
+/// trusts the descriptor's string pointers as NCCL's are trusted, and a copy may outlive the
+/// `Library` only because the plugin is linked `-z nodelete` (never unmapped).
 #[derive(Clone, Copy)]
 pub struct V6Calls {
     start_event: nccl_profiler_ncclprof::abi::StartEvent<v6::Descr>,
