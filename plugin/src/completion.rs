@@ -62,6 +62,10 @@ impl IssuedSteps {
     }
 }
 
+/// The open-events table's least room (see [`Completion::fit_table`]): what a pass of a
+/// small job holds, 14 KiB of entries.
+const TABLE_MIN: usize = 64;
+
 /// Most ProxyStep states waiting for their step ([`Completion::park_stray_state`]).
 const MAX_STRAY: usize = 1024;
 
@@ -579,7 +583,7 @@ impl Completion {
 impl<S: Sink> Completion<S> {
     pub fn with_sink(out: S, max_open: usize, timeout_ms: u64, gpu_timer_hz: f64) -> Self {
         Completion {
-            table: HashMap::with_capacity_and_hasher(4096, Default::default()),
+            table: HashMap::with_capacity_and_hasher(TABLE_MIN, Default::default()),
             conns: HashMap::default(),
             steps_open: OpenSteps::default(),
             max_open,
@@ -1699,7 +1703,21 @@ impl<S: Sink> Completion<S> {
     }
 
     /// End of a drain pass: complete what became complete, time out what never will.
+    /// The open-events table sized to what it holds. Hashing spreads entries over the whole
+    /// table, so in one left large by a burst (or made large up front) every start writes
+    /// its 208-byte entry into cold cache lines: 4 L1 write misses a start, most of them L2
+    /// misses too, in a drain bench of kernel channels. Shrunk once it holds under an eighth
+    /// of its room (to twice what it holds, at least [`TABLE_MIN`]), it grows again as
+    /// needed; a table that keeps its size keeps its allocation.
+    fn fit_table(&mut self) {
+        let (len, room) = (self.table.len(), self.table.capacity());
+        if room > 2 * TABLE_MIN && len * 8 < room {
+            self.table.shrink_to((len * 2).max(TABLE_MIN));
+        }
+    }
+
     pub fn end_pass(&mut self, now: u64) {
+        self.fit_table();
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         dirty.dedup();
@@ -2420,6 +2438,45 @@ mod tests {
         c.take(&mut out);
         let idle_rec = out.iter().find(|r| r.id == idle).expect("reported");
         assert_ne!(idle_rec.flags & F_NOT_NETWORK, 0);
+    }
+
+    /// After a burst the open-events table gives its room back (hashing spreads a few live
+    /// entries over all of it, each start writing cold lines), and grows again for the next.
+    #[test]
+    fn the_table_shrinks_after_a_burst() {
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let burst = |c: &mut Completion, f: &mut Feed| {
+            let ids: Vec<u64> = (0..5_000)
+                .map(|_| {
+                    let g = f.id(EventKind::GroupApi);
+                    f.push(OP_START, EventKind::GroupApi, g, 0, 0, [1, 0, 0, 0]);
+                    g
+                })
+                .collect();
+            c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            c.end_pass(f.ts);
+            assert_eq!(c.open_events(), 5_000);
+            assert!(c.table.capacity() >= 5_000);
+            for g in ids {
+                f.stop(EventKind::GroupApi, g);
+            }
+            c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            c.end_pass(f.ts);
+            assert_eq!(c.open_events(), 0);
+            c.end_pass(f.ts);
+            assert!(
+                c.table.capacity() < 4 * TABLE_MIN,
+                "room for {} left",
+                c.table.capacity()
+            );
+        };
+        burst(&mut c, &mut f);
+        burst(&mut c, &mut f);
+        let mut out = Vec::new();
+        c.take(&mut out);
+        assert_eq!(out.len(), 10_000);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0);
     }
 
     /// A kernel channel's stop that carries its GPU stop (`capture` keeps record 22 for the
