@@ -410,9 +410,10 @@ fn produce(fns: Fns, ctx: usize, rate: u64, mix: Mix, stop: &AtomicBool) -> (u64
 }
 
 /// `STREAM_MIX=kernels`: collectives with their kernel channels at `rate` events/s until
-/// `stop`, as `produce`. The GPU's stamps are the host time of the collective's slice, in
-/// epoch ns (one clock read per slice of the pace, not per call: the producer stands for NCCL,
-/// whose stamps come from the GPU).
+/// `stop`, as `produce`. The GPU's stamps are host times in epoch ns, from one clock read per
+/// 100 µs slice of the pace, not per call (the producer stands for NCCL, whose stamps come
+/// from the GPU): the slice's collectives one after the other over the slice before it, each
+/// one's channels starting within the first quarter of its share and running half of it.
 fn produce_kernels(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, f64) {
     const EPOCH: u64 = 1_790_000_000_000_000_000;
     let ctx = ctx as *mut c_void;
@@ -433,6 +434,7 @@ fn produce_kernels(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, 
         let due = (start.elapsed().as_nanos() as u64 * rate / 1_000_000_000 / EVENTS_PER_COLL)
             .saturating_sub(colls);
         let gpu_now = EPOCH + monotonic_ns();
+        let share = 100_000 / due.max(1);
         for c in 0..due {
             // SAFETY: valid context, handle slots, descriptors and args.
             unsafe {
@@ -442,7 +444,7 @@ fn produce_kernels(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, 
                 stop_event(ch);
                 kernel.parentObj = ch;
                 for k in 0..CHANNELS {
-                    let gpu_start = gpu_now - 20_000 + k * 100;
+                    let gpu_start = gpu_now - 100_000 + c * share + k * share / (4 * CHANNELS);
                     kernel.u.kernelCh = abi::v4::KernelCh {
                         channelId: k as u8,
                         pTimer: gpu_start,
@@ -450,7 +452,7 @@ fn produce_kernels(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, 
                     let mut kh = std::ptr::null_mut();
                     start_event(ctx, &mut kh, &mut kernel as *mut _ as *mut c_void);
                     let mut gpu_stop = v4::ncclProfilerEventStateArgs_v4_t {
-                        kernelCh_pTimer: gpu_start + 10_000,
+                        kernelCh_pTimer: gpu_start + share / 2,
                     };
                     record(
                         kh,
