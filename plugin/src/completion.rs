@@ -63,7 +63,7 @@ impl IssuedSteps {
 }
 
 /// The open-events table's least room (see [`Completion::fit_table`]): what a pass of a
-/// small job holds, 14 KiB of entries.
+/// small job holds (hashbrown makes it 128 buckets, room for 112: 28 KB of entries).
 const TABLE_MIN: usize = 64;
 
 /// Most ProxyStep states waiting for their step ([`Completion::park_stray_state`]).
@@ -421,6 +421,9 @@ pub struct Completion<S = Vec<EventRecord>> {
     pub completed: [u64; EventKind::COUNT],
     pub dropped: [u64; DropReason::COUNT],
     last_sweep: u64,
+    /// The most entries `table` held since the last [`Completion::fit_table`] (counted where
+    /// a start inserts one; a step that misses `steps_open` goes in uncounted: rare).
+    table_peak: usize,
     /// Steps NetPlugin events of this pass and the one before name, found issued in the
     /// capture rings ([`Completion::parent_is_open_step`]).
     issued_steps: IssuedSteps,
@@ -598,6 +601,7 @@ impl<S: Sink> Completion<S> {
             completed: [0; EventKind::COUNT],
             dropped: [0; DropReason::COUNT],
             last_sweep: 0,
+            table_peak: 0,
             stray: Vec::new(),
             lost: CountedLost::default(),
             refused_announces: Vec::new(),
@@ -1155,6 +1159,7 @@ impl<S: Sink> Completion<S> {
             // keep the foreign parent value for matching with the other process
         }
         self.table.insert(r.id, o);
+        self.table_peak = self.table_peak.max(self.table.len());
     }
 
     /// Phase B: a state or stop record (deferred with its start if that was deferred).
@@ -1702,22 +1707,24 @@ impl<S: Sink> Completion<S> {
         }
     }
 
-    /// End of a drain pass: complete what became complete, time out what never will.
-    /// The open-events table sized to what it holds. Hashing spreads entries over the whole
-    /// table, so in one left large by a burst (or made large up front) every start writes
-    /// its 208-byte entry into cold cache lines: 4 L1 write misses a start, most of them L2
-    /// misses too, in a drain bench of kernel channels. Shrunk once it holds under an eighth
-    /// of its room (to twice what it holds, at least [`TABLE_MIN`]), it grows again as
-    /// needed; a table that keeps its size keeps its allocation.
+    /// The open-events table sized to what it held at most since the last call (every
+    /// periodic sweep, 100 ms). Hashing spreads entries over the whole table, so in one left
+    /// large by a burst (or made large up front) every start writes its 216-byte entry into
+    /// cold cache lines: 4 L1 write misses a start, most of them L2 misses too, in a drain
+    /// bench of kernel channels. Shrunk when that peak is under an eighth of its room (to
+    /// twice the peak, at least [`TABLE_MIN`]), it grows again as needed. The peak, not what
+    /// it holds now: ProxyOps and kernel channels leave the table within the pass that
+    /// filled it, and a table shrunk to a pass's end would grow again every pass.
     fn fit_table(&mut self) {
-        let (len, room) = (self.table.len(), self.table.capacity());
-        if room > 2 * TABLE_MIN && len * 8 < room {
-            self.table.shrink_to((len * 2).max(TABLE_MIN));
+        let peak = self.table_peak.max(self.table.len());
+        self.table_peak = self.table.len();
+        if self.table.capacity() > 2 * TABLE_MIN && peak * 8 < self.table.capacity() {
+            self.table.shrink_to((peak * 2).max(TABLE_MIN));
         }
     }
 
+    /// End of a drain pass: complete what became complete, time out what never will.
     pub fn end_pass(&mut self, now: u64) {
-        self.fit_table();
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         dirty.dedup();
@@ -1748,6 +1755,7 @@ impl<S: Sink> Completion<S> {
         if now.saturating_sub(self.last_sweep) > 100_000_000 {
             self.last_sweep = now;
             self.sweep(now);
+            self.fit_table();
         }
     }
 
@@ -2441,41 +2449,60 @@ mod tests {
     }
 
     /// After a burst the open-events table gives its room back (hashing spreads a few live
-    /// entries over all of it, each start writing cold lines), and grows again for the next.
+    /// entries over all of it, each start writing cold lines), at the first periodic sweep
+    /// whose window's peak is under an eighth of its room, keeping the entries still open;
+    /// and grows again for the next burst.
     #[test]
     fn the_table_shrinks_after_a_burst() {
         let mut c = Completion::new(262_144, 1000, 0.0);
         let mut f = Feed::new();
-        let burst = |c: &mut Completion, f: &mut Feed| {
-            let ids: Vec<u64> = (0..5_000)
+        let sweep_window = 150_000_000; // past the periodic sweep's 100 ms
+        let starts = |f: &mut Feed, n: usize| -> Vec<u64> {
+            (0..n)
                 .map(|_| {
                     let g = f.id(EventKind::GroupApi);
                     f.push(OP_START, EventKind::GroupApi, g, 0, 0, [1, 0, 0, 0]);
                     g
                 })
-                .collect();
+                .collect()
+        };
+        let burst = |c: &mut Completion, f: &mut Feed| {
+            let burst = starts(f, 5_000);
+            let kept = starts(f, 10);
             c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            f.ts += sweep_window;
             c.end_pass(f.ts);
-            assert_eq!(c.open_events(), 5_000);
-            assert!(c.table.capacity() >= 5_000);
-            for g in ids {
+            assert_eq!(c.open_events(), 5_010);
+            let grown = c.table.capacity();
+            for g in burst {
                 f.stop(EventKind::GroupApi, g);
             }
             c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            f.ts += sweep_window;
             c.end_pass(f.ts);
-            assert_eq!(c.open_events(), 0);
+            assert_eq!(c.open_events(), 10);
+            assert_eq!(c.table.capacity(), grown, "the window held 5 010");
+            f.ts += sweep_window;
             c.end_pass(f.ts);
             assert!(
                 c.table.capacity() < 4 * TABLE_MIN,
                 "room for {} left",
                 c.table.capacity()
             );
+            // What stayed open through the shrink is still there to finish.
+            for g in kept {
+                f.stop(EventKind::GroupApi, g);
+            }
+            c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            c.end_pass(f.ts);
+            assert_eq!(c.open_events(), 0);
         };
         burst(&mut c, &mut f);
         burst(&mut c, &mut f);
         let mut out = Vec::new();
         c.take(&mut out);
-        assert_eq!(out.len(), 10_000);
+        assert_eq!(out.len(), 10_020);
+        assert!(out.iter().all(|r| r.flags & F_END_KNOWN != 0));
         assert_eq!(c.dropped.iter().sum::<u64>(), 0);
     }
 
