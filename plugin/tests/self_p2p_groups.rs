@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 use std::time::Duration;
 
 use common::*;
@@ -18,30 +18,16 @@ const GROUPS: usize = 2_000;
 
 #[test]
 fn self_send_recv_groups_complete_without_the_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    let rdv = dir.path().join("rdv");
-    // SAFETY: set before the plugin reads its configuration; no other thread reads env yet.
-    unsafe {
-        std::env::set_var("NCCLPROF_DIR", &rdv);
-        std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
-        std::env::set_var("NCCLPROF_COMPLETION_TIMEOUT_MS", "600000");
-    }
-    let lib = load();
-    let t = v6_table(&lib);
-    let mask: *mut c_int = Box::into_raw(Box::new(0));
-    let ctx = init_comm(t, 0x5e1f, mask, c"world", 2, 0);
-    assert!(!ctx.is_null());
-    let viewer = TestViewer::attach(&rdv, std::process::id());
-
-    let start = |d: &mut v6::Descr| -> *mut c_void {
-        let mut h: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid context, handle slot and descriptor.
-        unsafe { (t.start_event)(ctx, &mut h, d) };
-        assert!(!h.is_null());
-        h
-    };
-    // SAFETY: handles came from start_event.
-    let stop = |h: *mut c_void| unsafe { (t.stop_event)(h) };
+    let session = V6Session::open(
+        0x5e1f,
+        &[
+            ("NCCL_PROFILE_EVENT_MASK", "0x7fff"),
+            ("NCCLPROF_COMPLETION_TIMEOUT_MS", "600000"),
+        ],
+    );
+    let (calls, viewer) = (session.calls, &session.viewer);
+    let start = |d: &mut v6::Descr| calls.start(d) as *mut c_void;
+    let stop = |h: *mut c_void| calls.stop(h as u64);
 
     for _ in 0..GROUPS {
         let group = start(&mut descr(EventKind::GroupApi, std::ptr::null_mut()));

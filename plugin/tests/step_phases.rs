@@ -6,11 +6,11 @@
 
 mod common;
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 use std::time::Duration;
 
 use common::*;
-use nccl_profiler_ncclprof::abi::{v4, v6};
+use nccl_profiler_ncclprof::abi::v6;
 use nccl_profiler_ncclprof::step_phases::SLOTS;
 use ncclprof_shared::kind::{EventKind, state};
 use ncclprof_shared::record::*;
@@ -22,34 +22,11 @@ struct H(usize);
 
 #[test]
 fn evicted_and_cross_thread_step_states_give_the_same_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let rdv = dir.path().join("rdv");
-    // SAFETY: set before the plugin reads its configuration; no other thread reads env yet.
-    unsafe {
-        std::env::set_var("NCCLPROF_DIR", &rdv);
-        std::env::set_var("NCCL_PROFILE_EVENT_MASK", "0x7fff");
-    }
-    let lib = load();
-    let t = v6_table(&lib);
-    let mask: *mut c_int = Box::into_raw(Box::new(0));
-    let ctx = init_comm(t, 0xbeef, mask, c"world", 2, 0);
-    assert!(!ctx.is_null());
-    let viewer = TestViewer::attach(&rdv, std::process::id());
-
-    let start = |d: &mut v6::Descr| -> H {
-        let mut h: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid context, handle slot and descriptor.
-        unsafe { (t.start_event)(ctx, &mut h, d) };
-        assert!(!h.is_null());
-        H(h as usize)
-    };
-    let rec = |h: H, s: u32, a: u64| {
-        let mut args = v4::StateArgs { p_timer: a };
-        // SAFETY: a handle from start_event and valid args.
-        unsafe { (t.record_event_state)(h.0 as *mut c_void, s as c_int, &mut args) };
-    };
-    // SAFETY: handles came from start_event.
-    let stop = |h: H| unsafe { (t.stop_event)(h.0 as *mut c_void) };
+    let session = V6Session::open(0xbeef, &[("NCCL_PROFILE_EVENT_MASK", "0x7fff")]);
+    let (calls, viewer) = (session.calls, &session.viewer);
+    let start = |d: &mut v6::Descr| -> H { H(calls.start(d) as usize) };
+    let rec = |h: H, s: u32, a: u64| calls.state(h.0 as u64, s, Some(a));
+    let stop = |h: H| calls.stop(h.0 as u64);
     let pause = || std::thread::sleep(Duration::from_millis(3));
 
     let mut d = descr(EventKind::Coll, std::ptr::null_mut());
@@ -93,23 +70,13 @@ fn evicted_and_cross_thread_step_states_give_the_same_record() {
     let b = step(-1);
     rec(b, state::PROXY_STEP_SEND_GPU_WAIT, 0);
     pause();
-    let (record_event_state, start_event, stop_event) =
-        (t.record_event_state, t.start_event, t.stop_event);
-    let ctx_addr = ctx as usize;
     std::thread::spawn(move || {
-        let mut args = v4::StateArgs { p_timer: 0 };
-        let s = state::PROXY_STEP_SEND_PEER_WAIT as c_int;
-        // SAFETY: a handle from start_event and valid args.
-        unsafe { record_event_state(b.0 as *mut c_void, s, &mut args) };
+        calls.state(b.0 as u64, state::PROXY_STEP_SEND_PEER_WAIT, Some(0));
         // A marker after it on this thread's ring: once the viewer has the marker, the drain
         // has read the state too.
         let mut d = descr(EventKind::ProxyCtrl, std::ptr::null_mut());
-        let mut h: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid context, handle slot and descriptor; then a handle from start_event.
-        unsafe {
-            start_event(ctx_addr as *mut c_void, &mut h, &mut d);
-            stop_event(h);
-        }
+        let h = calls.start(&mut d);
+        calls.stop(h);
     })
     .join()
     .unwrap();
@@ -135,13 +102,13 @@ fn evicted_and_cross_thread_step_states_give_the_same_record() {
             .collect::<Vec<_>>()
     };
     assert!(
-        wait_for(Duration::from_secs(10), || steps(&viewer).len()
+        wait_for(Duration::from_secs(10), || steps(viewer).len()
             == others + 2),
         "{} steps of {}",
-        steps(&viewer).len(),
+        steps(viewer).len(),
         others + 2
     );
-    let all = steps(&viewer);
+    let all = steps(viewer);
     let find = |h: H| *all.iter().find(|r| r.id == h.0 as u64).unwrap();
     for r in &all {
         assert!(r.has(F_SEND) && r.has(F_END_KNOWN), "{r:?}");
@@ -177,6 +144,5 @@ fn evicted_and_cross_thread_step_states_give_the_same_record() {
     for r in [DropReason::UnknownHandle, DropReason::Abandoned] {
         assert_eq!(c.dropped_for(r), 0, "{r:?}: {c:?}");
     }
-    // SAFETY: ctx came from init.
-    unsafe { (t.finalize)(ctx) };
+    session.finalize();
 }
