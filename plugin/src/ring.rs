@@ -1005,8 +1005,10 @@ extern "C" fn release_on_thread_exit(p: *mut libc::c_void) {
     let ring = unsafe { &*(p as *const Ring) };
     // A kernel channel's GPU stop whose stop never came goes out as its own record, before
     // the ring is retired (the drain frees a retired ring once it has read it to its end).
+    // This runs from the C library's thread exit, outside any NCCL call's guard: a panic
+    // here must not unwind into it either.
     // SAFETY: this thread still owns the ring; no other reference to the slot is live.
-    unsafe { ring.flush_kernel_gpu_stop() };
+    let _ = crate::guard::call(|| unsafe { ring.flush_kernel_gpu_stop() });
     // Later destructors on this thread that call NCCL must not push to the retired ring,
     // which the drain may free and another thread claim.
     let _ = MY_RING.try_with(|c| c.set(EXITED));
