@@ -295,6 +295,34 @@ fn profiler_stop(l: &Lib) {
     stop();
 }
 
+/// Per figure `f` returns, its medians over `rounds` rounds alternating the do-nothing plugin
+/// and ours (5 ms apart): (noop, ncclprof).
+fn alternated<const N: usize>(
+    noop: &Lib,
+    prof: &Lib,
+    rounds: usize,
+    f: impl Fn(&Lib) -> [f64; N],
+) -> [(f64, f64); N] {
+    let (mut a, mut b) = (vec![Vec::new(); N], vec![Vec::new(); N]);
+    for _ in 0..rounds {
+        for (l, v) in [(noop, &mut a), (prof, &mut b)] {
+            for (i, x) in f(l).into_iter().enumerate() {
+                v[i].push(x);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    std::array::from_fn(|i| (median(&mut a[i]), median(&mut b[i])))
+}
+
+/// One row of the per-call-kind table.
+fn kind_row(name: &str, (base, ours): (f64, f64)) {
+    println!(
+        "| {name:<39} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
+        ours - base
+    );
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -455,17 +483,7 @@ fn main() {
         ("ProxyStep", step_descr as fn() -> v6::Descr),
         ("Coll", coll_descr),
     ] {
-        let (mut a, mut b) = (vec![Vec::new(); 4], vec![Vec::new(); 4]);
-        for _ in 0..rounds {
-            let x = per_kind(&noop, kind_calls, make);
-            std::thread::sleep(Duration::from_millis(5));
-            let y = per_kind(&prof, kind_calls, make);
-            std::thread::sleep(Duration::from_millis(5));
-            for i in 0..4 {
-                a[i].push(x[i]);
-                b[i].push(y[i]);
-            }
-        }
+        let m = alternated(&noop, &prof, rounds, |l| per_kind(l, kind_calls, make));
         for (i, call) in [
             "startEvent",
             "recordEventState",
@@ -478,51 +496,16 @@ fn main() {
             if i == 2 && event != "ProxyStep" {
                 continue;
             }
-            let name = format!("{call} ({event})");
-            let (base, ours) = (median(&mut a[i]), median(&mut b[i]));
-            println!(
-                "| {name:<39} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
-                ours - base
-            );
+            kind_row(&format!("{call} ({event})"), m[i]);
         }
     }
-    let (mut a, mut b) = (vec![Vec::new(); 2], vec![Vec::new(); 2]);
-    for _ in 0..rounds {
-        let x = kernel_ch_per_kind(&noop, kind_calls);
-        std::thread::sleep(Duration::from_millis(5));
-        let y = kernel_ch_per_kind(&prof, kind_calls);
-        std::thread::sleep(Duration::from_millis(5));
-        for i in 0..2 {
-            a[i].push(x[i]);
-            b[i].push(y[i]);
-        }
-    }
-    for (i, name) in [
-        "startEvent (KernelCh)",
-        "GPU stop + stopEvent (KernelCh), pair",
-    ]
-    .iter()
-    .enumerate()
-    {
-        let (base, ours) = (median(&mut a[i]), median(&mut b[i]));
-        println!(
-            "| {name:<39} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
-            ours - base
-        );
-    }
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        a.push(launch_per_collective(&noop, kind_calls / 8));
-        std::thread::sleep(Duration::from_millis(5));
-        b.push(launch_per_collective(&prof, kind_calls / 8));
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let (base, ours) = (median(&mut a), median(&mut b));
-    println!(
-        "| {:<39} | {base:>8.2} | {ours:>8.2} | {:>8.2} |",
-        "a collective's launch, 12 calls",
-        ours - base
-    );
+    let m = alternated(&noop, &prof, rounds, |l| kernel_ch_per_kind(l, kind_calls));
+    kind_row("startEvent (KernelCh)", m[0]);
+    kind_row("GPU stop + stopEvent (KernelCh), pair", m[1]);
+    let m = alternated(&noop, &prof, rounds, |l| {
+        [launch_per_collective(l, kind_calls / 8)]
+    });
+    kind_row("a collective's launch, 12 calls", m[0]);
     // No calls: what remains is the plugin's own idle threads, once the records of the bursts
     // are settled (completion timeouts), first with the mask on (a job between iterations),
     // then at 0 (NCCL makes no calls at all). Measured as the whole process's CPU clock (ns

@@ -290,7 +290,6 @@ pub struct V6Session {
     pub mask: *mut c_int,
     pub calls: V6Calls,
     pub viewer: TestViewer,
-    pub rdv: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -324,7 +323,6 @@ impl V6Session {
             mask,
             calls,
             viewer,
-            rdv,
             _dir: dir,
         }
     }
