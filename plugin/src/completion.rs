@@ -31,7 +31,7 @@ use ncclprof_shared::wire::{DropReason, InFlight, OpenOp, OpenStep};
 
 use crate::gpuclock::GpuClock;
 use crate::history::Sink;
-use crate::open_steps::OpenSteps;
+use crate::open_steps::{OpenKernelChs, OpenSteps};
 use crate::ring::{
     OP_START, OP_STATE, OP_STOP, RF_FOREIGN, RF_LATE_START, RF_PARENT_NULL, RF_PHASES,
     RF_RESTARTED, RF_WHOLE, Raw, first_sweep_record,
@@ -406,6 +406,9 @@ pub struct Completion<S = Vec<EventRecord>> {
     conns: HashMap<ConnKey, Conn>,
     /// Open ProxySteps (most events): direct-mapped; a step whose slot is taken is in `table`.
     steps_open: OpenSteps,
+    /// Open kernel channels (most events of a job without network traffic), as `steps_open`:
+    /// one whose slot is taken is in `table`.
+    kernels_open: OpenKernelChs,
     max_open: usize,
     timeout_ns: u64,
     gpu: HashMap<u32, GpuClock>,
@@ -525,6 +528,45 @@ fn started_after(steps_open: &OpenSteps, table: &HashMap<u64, Open>, id: u64, ns
         .is_some_and(|r| r.start_ns > ns)
 }
 
+/// A kernel channel's state `r` on its record `rec`: the GPU stop (record 22), when it came
+/// as a record of its own rather than on the stop (`capture::stop`).
+#[inline(always)]
+fn kernel_state(rec: &mut EventRecord, r: &Raw) {
+    if u32::from(r.state) == st::KERNEL_CH_STOP {
+        rec.p[1] = r.parent;
+    }
+}
+
+/// A kernel channel's stop `r` at host time `ns` on its record `rec` (end already set to
+/// `ns`): its GPU stop if the stop carries it, its host times in `p[2..4]`, and its span
+/// converted to host time by its context's GPU clock when it has both GPU times.
+#[inline(always)]
+fn finish_kernel_ch(
+    gpu: &mut HashMap<u32, GpuClock>,
+    gpu_timer_hz: f64,
+    rec: &mut EventRecord,
+    r: &Raw,
+    ns: u64,
+) {
+    if r.state == st::KERNEL_CH_STOP as u8 {
+        // The GPU stop, carried by the stop record (`capture::stop`).
+        rec.p[1] = r.w[0];
+    }
+    rec.p[2] = rec.start_ns;
+    rec.p[3] = ns;
+    if rec.p[0] != 0 && rec.p[1] != 0 {
+        let clock = gpu
+            .entry(rec.comm)
+            .or_insert_with(|| GpuClock::new(gpu_timer_hz));
+        clock.observe(rec.start_ns, rec.p[0]);
+        clock.observe(ns, rec.p[1]);
+        let (s, e) = clock.convert_span(rec.p[0], rec.start_ns, rec.p[1], ns);
+        rec.start_ns = s;
+        rec.end_ns = e;
+        rec.flags |= F_GPU_CONVERTED;
+    }
+}
+
 /// A step's stop `r`, applied to its record `rec` (see [`Completion::step_stopped`]).
 #[inline(always)]
 fn finish_step(table: &mut HashMap<u64, Open>, rec: &mut EventRecord, r: &Raw, ns: u64) {
@@ -589,6 +631,7 @@ impl<S: Sink> Completion<S> {
             table: HashMap::with_capacity_and_hasher(TABLE_MIN, Default::default()),
             conns: HashMap::default(),
             steps_open: OpenSteps::default(),
+            kernels_open: OpenKernelChs::default(),
             max_open,
             timeout_ns: timeout_ms.max(1) * 1_000_000,
             gpu: HashMap::default(),
@@ -657,7 +700,7 @@ impl<S: Sink> Completion<S> {
     }
 
     pub fn open_events(&self) -> usize {
-        self.table.len() + self.steps_open.len()
+        self.table.len() + self.steps_open.len() + self.kernels_open.len()
     }
 
     /// Forget an open step wherever it is kept; whether it was open.
@@ -887,8 +930,9 @@ impl<S: Sink> Completion<S> {
         // The parent is looked up once, here, and linked below (never for foreign ops: their
         // parent lives in another process).
         let linkable = r.flags & (RF_PARENT_NULL | RF_FOREIGN) == 0 && r.parent != 0;
-        let open_now = self.table.len() + self.steps_open.len();
-        // (A step is open in exactly one of `steps_open` and `table`.)
+        let open_now = self.open_events();
+        // (A step is open in exactly one of `steps_open` and `table`, a kernel channel in
+        // exactly one of `kernels_open` and `table`.)
         let parent_is_open_step = linkable && self.parent_is_open_step(r);
         let parent = if linkable {
             self.table.get_mut(&r.parent)
@@ -998,6 +1042,49 @@ impl<S: Sink> Completion<S> {
             }
             return;
         }
+        if kind == EventKind::KernelCh {
+            // Most events of a job without network traffic: kept in `kernels_open`, their
+            // record built in its slot, without an `Open` (whose 208 bytes went into the
+            // table and out again, with its hashing: a third of the drain's work per channel).
+            let parent_id = if r.flags & RF_PARENT_NULL != 0 {
+                0
+            } else {
+                r.parent
+            };
+            let mut flags = 0;
+            if parent_id != 0 {
+                match parent {
+                    Some(parent) => {
+                        parent.last_activity = ns;
+                        parent.kernel_started = parent.kernel_started.min(ns);
+                        parent.pending += 1; // (`held_by_parent`)
+                    }
+                    None if parent_is_open_step => {}
+                    None => flags |= F_PARENT_UNKNOWN,
+                }
+            }
+            let record = EventRecord {
+                id: r.id,
+                parent: parent_id,
+                start_ns: ns,
+                comm: r.ctx,
+                rank: ctx.rank,
+                kind: kind as u8,
+                flags,
+                sub: r.w[0] as u8,
+                // GPU start; GPU id = context (one GPU per rank).
+                p: [r.w[1], 0, 0, 0, u64::from(r.ctx), 0],
+                ..EventRecord::default()
+            };
+            match self.kernels_open.claim(r.id) {
+                Some(slot) => *slot = record,
+                None => {
+                    self.table.insert(r.id, Open::new(record, ns));
+                    self.table_peak = self.table_peak.max(self.table.len());
+                }
+            }
+            return;
+        }
         let mut rec = EventRecord {
             id: r.id,
             parent: if r.flags & RF_PARENT_NULL != 0 {
@@ -1080,12 +1167,7 @@ impl<S: Sink> Completion<S> {
                 o = Open::new(rec, ns);
             }
             EventKind::ProxyStep => return, // started above
-            EventKind::KernelCh => {
-                rec.sub = w[0] as u8;
-                rec.p[4] = u64::from(r.ctx); // GPU id = context (one GPU per rank)
-                o = Open::new(rec, ns);
-                o.rec.p[0] = w[1];
-            }
+            EventKind::KernelCh => return,  // started above
             EventKind::NetPlugin => {
                 rec.p[0] = w[0];
                 match (w[0] as i64) & ncclprof_shared::kind::net::TYPE_MASK {
@@ -1133,9 +1215,6 @@ impl<S: Sink> Completion<S> {
             match parent {
                 Some(parent) => {
                     parent.last_activity = ns;
-                    if kind == EventKind::KernelCh {
-                        parent.kernel_started = parent.kernel_started.min(ns);
-                    }
                     if held_by_parent(kind) {
                         parent.pending += 1;
                         // In line on a connection seen progressing (see `Conn`): queued from
@@ -1189,6 +1268,12 @@ impl<S: Sink> Completion<S> {
             && let Some(rec) = self.steps_open.get_mut(r.id)
         {
             step_state_or_phases(rec, r, ns);
+            return;
+        }
+        if r.kind == EventKind::KernelCh as u8
+            && let Some(rec) = self.kernels_open.get_mut(r.id)
+        {
+            kernel_state(rec, r);
             return;
         }
         let Some(o) = self.table.get_mut(&r.id) else {
@@ -1245,11 +1330,7 @@ impl<S: Sink> Completion<S> {
                     rec.x = arg as u32;
                 }
             }
-            Some(EventKind::KernelCh) => {
-                if s == st::KERNEL_CH_STOP {
-                    o.rec.p[1] = arg;
-                }
-            }
+            Some(EventKind::KernelCh) => kernel_state(rec, r),
             Some(EventKind::NetPlugin) => {
                 if s == st::NET_PLUGIN_UPDATE {
                     rec.p[4] += 1;
@@ -1279,6 +1360,9 @@ impl<S: Sink> Completion<S> {
 
     fn stop(&mut self, r: &Raw, ns: u64) {
         if r.kind == EventKind::ProxyStep as u8 && self.open_step_stopped(r, ns) {
+            return;
+        }
+        if r.kind == EventKind::KernelCh as u8 && self.open_kernel_stopped(r, ns) {
             return;
         }
         let Some(kind) = self.table.get(&r.id).and_then(|o| o.rec.kind()) else {
@@ -1330,25 +1414,8 @@ impl<S: Sink> Completion<S> {
                 return;
             }
             EventKind::KernelCh => {
-                if r.state == st::KERNEL_CH_STOP as u8 {
-                    // The GPU stop, carried by the stop record (`capture::stop`).
-                    o.rec.p[1] = r.w[0];
-                }
-                o.rec.p[2] = o.rec.start_ns;
-                o.rec.p[3] = ns;
-                if o.rec.p[0] != 0 && o.rec.p[1] != 0 {
-                    let hz = self.gpu_timer_hz;
-                    let clock = self
-                        .gpu
-                        .entry(o.rec.comm)
-                        .or_insert_with(|| GpuClock::new(hz));
-                    clock.observe(o.rec.start_ns, o.rec.p[0]);
-                    clock.observe(ns, o.rec.p[1]);
-                    let (s, e) = clock.convert_span(o.rec.p[0], o.rec.start_ns, o.rec.p[1], ns);
-                    o.rec.start_ns = s;
-                    o.rec.end_ns = e;
-                    o.rec.flags |= F_GPU_CONVERTED;
-                }
+                // (One whose slot in `kernels_open` was taken.)
+                finish_kernel_ch(&mut self.gpu, self.gpu_timer_hz, &mut o.rec, r, ns);
                 child_start = o.rec.start_ns;
                 child_end = o.rec.end_ns;
             }
@@ -1382,6 +1449,26 @@ impl<S: Sink> Completion<S> {
         finish_step(&mut self.table, rec, r, ns);
         self.completed[EventKind::ProxyStep as usize] += 1;
         self.out.put(rec);
+        true
+    }
+
+    /// A kernel channel's stop `r` for one in `kernels_open`, finished where it lies and
+    /// handed to the sink from there, as [`Completion::open_step_stopped`] does for a step.
+    /// False if the channel is not there.
+    #[inline]
+    fn open_kernel_stopped(&mut self, r: &Raw, ns: u64) -> bool {
+        let Some(rec) = self.kernels_open.take_mut(r.id) else {
+            return false;
+        };
+        rec.end_ns = ns;
+        rec.flags |= F_END_KNOWN;
+        finish_kernel_ch(&mut self.gpu, self.gpu_timer_hz, rec, r, ns);
+        let (parent, flags, start, end) = (rec.parent, rec.flags, rec.start_ns, rec.end_ns);
+        self.completed[EventKind::KernelCh as usize] += 1;
+        self.out.put(rec);
+        if flags & (F_FOREIGN | F_PARENT_UNKNOWN) == 0 && parent != 0 {
+            self.child_done(parent, EventKind::KernelCh, start, end, ns);
+        }
         true
     }
 
@@ -1778,6 +1865,7 @@ impl<S: Sink> Completion<S> {
             .retain(|(_, ns)| now.saturating_sub(*ns) <= wait_ns);
         self.dropped[DropReason::UnknownHandle as usize] += (before - self.stray.len()) as u64;
         self.reach_drops(now);
+        self.sweep_kernels_open(now); // (after `reach_drops`: it asks `lost_since`)
         let mut finish = Vec::new();
         let mut orphans = Vec::new();
         let mut suspects = Vec::new();
@@ -1893,6 +1981,40 @@ impl<S: Sink> Completion<S> {
                     self.emit(o.rec);
                 } else {
                     self.count_abandoned(id);
+                }
+            }
+        }
+    }
+
+    /// The sweep's rules for leaves (below, for `table`) applied to `kernels_open`: a kernel
+    /// channel quiet for `LOST_AFTER_TIMEOUTS` timeouts whose ring dropped records since its
+    /// start lost its stop with them, and releases its collective; one open for 60 timeouts
+    /// without such drops is abandoned but does not (it may be a hung kernel, and its
+    /// collective must stay in flight). Both are counted abandoned. (Its start is its last
+    /// sign of life here: a GPU stop that came as a record of its own, on a path NCCL does
+    /// not take, is not counted as one.)
+    fn sweep_kernels_open(&mut self, now: u64) {
+        if self.kernels_open.is_empty() {
+            return;
+        }
+        let (lost_ns, leak_ns) = (LOST_AFTER_TIMEOUTS * self.timeout_ns, 60 * self.timeout_ns);
+        let gone: Vec<(u64, bool)> = self
+            .kernels_open
+            .iter()
+            .filter_map(|rec| {
+                let quiet = now.saturating_sub(rec.start_ns);
+                if quiet > lost_ns && self.lost_since(rec.id, rec.start_ns) {
+                    Some((rec.id, true))
+                } else {
+                    (quiet > leak_ns).then_some((rec.id, false))
+                }
+            })
+            .collect();
+        for (id, lost_its_stop) in gone {
+            if let Some(rec) = self.kernels_open.remove(id) {
+                self.count_abandoned(id);
+                if lost_its_stop {
+                    self.release_parent(&rec, false);
                 }
             }
         }
@@ -2582,6 +2704,73 @@ mod tests {
                 "deferred: {deferred}"
             );
         }
+    }
+
+    /// Kernel channels live in a direct-mapped table of 1 024 slots (`kernels_open`), and
+    /// those whose slot is taken in the general table: 40 collectives × 64 channels open at
+    /// once, so both hold some; every channel completes the same way, its GPU span converted
+    /// exactly, linked to its collective, which completes once its 64 channels have.
+    #[test]
+    fn more_open_kernel_channels_than_direct_slots_all_complete() {
+        const EPOCH: u64 = 1_790_000_000_000_000_000;
+        let mut c = Completion::new(262_144, 1000, 0.0);
+        let mut f = Feed::new();
+        let colls: Vec<u64> = (0..40).map(|_| f.coll(64)).collect();
+        let mut channels = Vec::new();
+        for (i, &coll) in colls.iter().enumerate() {
+            for ch in 0..64u64 {
+                let k = f.id(EventKind::KernelCh);
+                let gpu_start = EPOCH + f.ts + 10 - 5;
+                f.push(
+                    OP_START,
+                    EventKind::KernelCh,
+                    k,
+                    coll,
+                    0,
+                    [ch, gpu_start, 0, 0],
+                );
+                channels.push((k, coll, ch, gpu_start, 1000 + 7 * (i as u64) + ch));
+            }
+        }
+        c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+        c.end_pass(f.ts);
+        assert_eq!(c.open_events(), 40 + 40 * 64);
+        for &(k, _, _, gpu_start, len) in &channels {
+            let stop = st::KERNEL_CH_STOP as u8;
+            f.push(
+                OP_STOP,
+                EventKind::KernelCh,
+                k,
+                0,
+                stop,
+                [gpu_start + len, 0, 0, 0],
+            );
+        }
+        c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+        let mut out = Vec::new();
+        for t in [0, 1, 2] {
+            c.end_pass(f.ts + t);
+            c.take(&mut out);
+        }
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0, "{:?}", c.dropped);
+        for &(k, coll, ch, gpu_start, len) in &channels {
+            let r = out
+                .iter()
+                .find(|r| r.id == k)
+                .expect("the channel completes");
+            assert_eq!((r.parent, u64::from(r.sub), r.p[4]), (coll, ch, 0), "{r:?}");
+            assert_eq!((r.p[0], r.p[1]), (gpu_start, gpu_start + len), "{r:?}");
+            assert_eq!(r.end_ns - r.start_ns, len, "{r:?}");
+            assert_eq!(r.flags & F_PARENT_UNKNOWN, 0, "{r:?}");
+            assert_ne!(r.flags & F_GPU_CONVERTED, 0, "{r:?}");
+            assert_ne!(r.flags & F_END_KNOWN, 0, "{r:?}");
+        }
+        for &coll in &colls {
+            let r = out.iter().find(|r| r.id == coll).expect("the collective");
+            assert_eq!(r.flags & (F_END_UNKNOWN | F_IN_FLIGHT), 0, "{r:?}");
+        }
+        assert_eq!(out.len(), 40 + 40 * 64);
+        assert_eq!(c.open_events(), 0);
     }
 
     /// A step deferred with its op (the op's collective arrives a pass later) still gets the
