@@ -14,6 +14,10 @@
 //! - Parents are looked up by id in this table only; an unknown parent (stale CUDA-graph
 //!   handle, dropped record, NULL) is flagged `F_PARENT_UNKNOWN`. Foreign (PXN) ProxyOps are
 //!   never linked to a local parent.
+//! - Open events are entries of `table` (an `Open` each: what a parent counts of its
+//!   children), except the two leaves that are most events, proxy steps and kernel channels:
+//!   their records are built in the slots of direct-mapped tables (`steps_open`,
+//!   `kernels_open`: [`crate::open_steps`]) at their start and finished there at their stop.
 //!
 //! Processing is two-phase per drain pass (the starts that may parent another ring's records,
 //! then everything else in ring order: see [`Completion::pass`]) so records of different
