@@ -532,13 +532,17 @@ fn started_after(steps_open: &OpenSteps, table: &HashMap<u64, Open>, id: u64, ns
         .is_some_and(|r| r.start_ns > ns)
 }
 
-/// A kernel channel's state `r` on its record `rec`: the GPU stop (record 22), when it came
-/// as a record of its own rather than on the stop (`capture::stop`).
+/// A kernel channel's state `r` at host time `ns` on its record `rec`: the GPU stop (record
+/// 22), when it came as a record of its own rather than on the stop (`capture::stop`). Any
+/// state is a sign of life: kept in `p[3]` while the channel is open (its stop's host time
+/// from its stop on), for the sweep of `kernels_open`, as `Open::last_activity` is for one
+/// in the table.
 #[inline(always)]
-fn kernel_state(rec: &mut EventRecord, r: &Raw) {
+fn kernel_state(rec: &mut EventRecord, r: &Raw, ns: u64) {
     if u32::from(r.state) == st::KERNEL_CH_STOP {
         rec.p[1] = r.parent;
     }
+    rec.p[3] = ns;
 }
 
 /// A kernel channel's stop `r` at host time `ns` on its record `rec` (end already set to
@@ -1277,7 +1281,7 @@ impl<S: Sink> Completion<S> {
         if r.kind == EventKind::KernelCh as u8
             && let Some(rec) = self.kernels_open.get_mut(r.id)
         {
-            kernel_state(rec, r);
+            kernel_state(rec, r, ns);
             return;
         }
         let Some(o) = self.table.get_mut(&r.id) else {
@@ -1334,7 +1338,7 @@ impl<S: Sink> Completion<S> {
                     rec.x = arg as u32;
                 }
             }
-            Some(EventKind::KernelCh) => kernel_state(rec, r),
+            Some(EventKind::KernelCh) => kernel_state(rec, r, ns),
             Some(EventKind::NetPlugin) => {
                 if s == st::NET_PLUGIN_UPDATE {
                     rec.p[4] += 1;
@@ -1612,8 +1616,9 @@ impl<S: Sink> Completion<S> {
         })
     }
 
-    /// Whether completion holds the event `id` open or deferred (the drain's published-steps
-    /// scan asks before announcing one, `stream`).
+    /// Whether completion holds the step `id` open or deferred (the drain's published-steps
+    /// scan asks before announcing one, `stream`). (Not for a kernel channel, which may be
+    /// in `kernels_open`.)
     pub fn knows(&self, id: u64) -> bool {
         self.steps_open.contains(id)
             || self.table.contains_key(&id)
@@ -1802,10 +1807,11 @@ impl<S: Sink> Completion<S> {
     /// periodic sweep, 100 ms). Hashing spreads entries over the whole table, so in one left
     /// large by a burst (or made large up front) every start writes its 216-byte entry into
     /// cold cache lines: 4 L1 write misses a start, most of them L2 misses too, in a drain
-    /// bench of kernel channels. Shrunk when that peak is under an eighth of its room (to
-    /// twice the peak, at least [`TABLE_MIN`]), it grows again as needed. The peak, not what
-    /// it holds now: ProxyOps and kernel channels leave the table within the pass that
-    /// filled it, and a table shrunk to a pass's end would grow again every pass.
+    /// bench of kernel channels (when they were kept here, not in `kernels_open`). Shrunk
+    /// when that peak is under an eighth of its room (to twice the peak, at least
+    /// [`TABLE_MIN`]), it grows again as needed. The peak, not what it holds now: ProxyOps
+    /// leave the table within the pass that filled it, and a table shrunk to a pass's end
+    /// would grow again every pass.
     fn fit_table(&mut self) {
         let peak = self.table_peak.max(self.table.len());
         self.table_peak = self.table.len();
@@ -1869,7 +1875,6 @@ impl<S: Sink> Completion<S> {
             .retain(|(_, ns)| now.saturating_sub(*ns) <= wait_ns);
         self.dropped[DropReason::UnknownHandle as usize] += (before - self.stray.len()) as u64;
         self.reach_drops(now);
-        self.sweep_kernels_open(now); // (after `reach_drops`: it asks `lost_since`)
         let mut finish = Vec::new();
         let mut orphans = Vec::new();
         let mut suspects = Vec::new();
@@ -1935,6 +1940,10 @@ impl<S: Sink> Completion<S> {
                 orphans.push(id); // leaked leaf (e.g. a restarted step NCCL never stopped)
             }
         }
+        // Where the table's lost leaves are released: a collective one releases completes at
+        // the next pass, not in this sweep (`finish` is already taken), as it did when they
+        // were kept in the table.
+        self.sweep_kernels_open(now);
         for id in lost_leaves {
             // Its stop went with its ring's dropped records: a leaf its parent counts (a
             // KernelCh, a launch, a CE event) releases it. A leaked leaf (60 timeouts, no
@@ -1990,13 +1999,12 @@ impl<S: Sink> Completion<S> {
         }
     }
 
-    /// The sweep's rules for leaves (below, for `table`) applied to `kernels_open`: a kernel
+    /// The sweep's rules for leaves (above, for `table`) applied to `kernels_open`: a kernel
     /// channel quiet for `LOST_AFTER_TIMEOUTS` timeouts whose ring dropped records since its
-    /// start lost its stop with them, and releases its collective; one open for 60 timeouts
-    /// without such drops is abandoned but does not (it may be a hung kernel, and its
-    /// collective must stay in flight). Both are counted abandoned. (Its start is its last
-    /// sign of life here: a GPU stop that came as a record of its own, on a path NCCL does
-    /// not take, is not counted as one.)
+    /// last sign of life (its start, or a state: `kernel_state`) lost its stop with them, and
+    /// releases its collective; one quiet for 60 timeouts without such drops is abandoned
+    /// but does not (it may be a hung kernel, and its collective must stay in flight). Both
+    /// are counted abandoned.
     fn sweep_kernels_open(&mut self, now: u64) {
         if self.kernels_open.is_empty() {
             return;
@@ -2006,8 +2014,9 @@ impl<S: Sink> Completion<S> {
             .kernels_open
             .iter()
             .filter_map(|rec| {
-                let quiet = now.saturating_sub(rec.start_ns);
-                if quiet > lost_ns && self.lost_since(rec.id, rec.start_ns) {
+                let last = rec.start_ns.max(rec.p[3]);
+                let quiet = now.saturating_sub(last);
+                if quiet > lost_ns && self.lost_since(rec.id, last) {
                     Some((rec.id, true))
                 } else {
                     (quiet > leak_ns).then_some((rec.id, false))
@@ -2710,7 +2719,7 @@ mod tests {
         }
     }
 
-    /// Kernel channels live in a direct-mapped table of 1 024 slots (`kernels_open`), and
+    /// Kernel channels live in a direct-mapped table of 256 slots (`kernels_open`), and
     /// those whose slot is taken in the general table: 40 collectives × 64 channels open at
     /// once, so both hold some; every channel completes the same way, its GPU span converted
     /// exactly, linked to its collective, which completes once its 64 channels have.
@@ -2733,12 +2742,19 @@ mod tests {
                     0,
                     [ch, gpu_start, 0, 0],
                 );
+                f.items.last_mut().unwrap().raw.ctx = 5; // its context slot (and GPU id)
                 channels.push((k, coll, ch, gpu_start, 1000 + 7 * (i as u64) + ch));
             }
         }
         c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
         c.end_pass(f.ts);
         assert_eq!(c.open_events(), 40 + 40 * 64);
+        assert_eq!(c.kernels_open.len(), 256, "a full direct-mapped table");
+        assert_eq!(
+            c.table.len(),
+            40 + 40 * 64 - 256,
+            "the rest in the general table"
+        );
         for &(k, _, _, gpu_start, len) in &channels {
             let stop = st::KERNEL_CH_STOP as u8;
             f.push(
@@ -2762,7 +2778,8 @@ mod tests {
                 .iter()
                 .find(|r| r.id == k)
                 .expect("the channel completes");
-            assert_eq!((r.parent, u64::from(r.sub), r.p[4]), (coll, ch, 0), "{r:?}");
+            assert_eq!((r.parent, u64::from(r.sub)), (coll, ch), "{r:?}");
+            assert_eq!((r.comm, r.p[4]), (5, 5), "context and GPU id: {r:?}");
             assert_eq!((r.p[0], r.p[1]), (gpu_start, gpu_start + len), "{r:?}");
             assert_eq!(r.end_ns - r.start_ns, len, "{r:?}");
             assert_eq!(r.flags & F_PARENT_UNKNOWN, 0, "{r:?}");
@@ -4089,7 +4106,50 @@ mod tests {
     /// its collective stops waiting for it (it stayed in flight for good, found in review).
     #[test]
     fn a_lost_kernel_channel_releases_its_collective() {
-        let mut c = Completion::new(262_144, 1, 0.0);
+        // One channel, then 5 collectives of 60: more than `kernels_open` holds, so some
+        // are in the general table, whose sweep must do the same.
+        for (colls, channels) in [(1, 1), (5, 60)] {
+            let mut c = Completion::new(262_144, 1, 0.0);
+            let mut f = Feed::new();
+            f.ts = 1_000_000_000;
+            let ids: Vec<u64> = (0..colls).map(|_| f.coll(channels)).collect();
+            let mut ring = 0;
+            for &coll in &ids {
+                for _ in 0..channels {
+                    let k = f.id(EventKind::KernelCh);
+                    f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
+                    ring = handle::ring_of(k);
+                }
+            }
+            c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
+            c.end_pass(f.ts);
+            let n = (colls * channels) as usize;
+            assert_eq!(c.kernels_open.len(), n.min(256));
+            c.ring_dropped(ring, f.ts + 1);
+            let mut out = Vec::new();
+            for t in [20_000_000, 200_000_000, 400_000_000] {
+                c.end_pass(f.ts + t);
+                c.take(&mut out);
+            }
+            let abandoned = c.dropped[DropReason::Abandoned as usize];
+            assert_eq!(abandoned, n as u64, "the KernelChs");
+            for &coll in &ids {
+                let r = out
+                    .iter()
+                    .find(|r| r.id == coll)
+                    .expect("the collective completes");
+                assert_ne!(r.flags & F_END_UNKNOWN, 0);
+            }
+            assert_eq!(c.open_events(), 0);
+        }
+    }
+
+    /// A kernel channel's state is a sign of life: one whose ring dropped records before its
+    /// GPU stop came as a record of its own (and none since) did not lose its stop with them.
+    #[test]
+    fn a_kernel_channels_state_is_a_sign_of_life() {
+        // Timeout 10 ms: lost after 100 ms quiet with a drop since, leaked after 600 ms.
+        let mut c = Completion::new(262_144, 10, 0.0);
         let mut f = Feed::new();
         f.ts = 1_000_000_000;
         let coll = f.coll(1);
@@ -4098,18 +4158,22 @@ mod tests {
         c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
         c.end_pass(f.ts);
         c.ring_dropped(handle::ring_of(k), f.ts + 1);
+        f.ts += 5_000_000;
+        let gpu_stop = st::KERNEL_CH_STOP as u8;
+        f.push(OP_STATE, EventKind::KernelCh, k, 1234, gpu_stop, [0; 4]);
+        c.pass(std::mem::take(&mut f.items).as_slice(), Signals::ALL);
         let mut out = Vec::new();
-        for t in [20_000_000, 200_000_000, 400_000_000] {
+        for t in [20_000_000, 200_000_000] {
             c.end_pass(f.ts + t);
             c.take(&mut out);
         }
-        assert_eq!(c.dropped[DropReason::Abandoned as usize], 1, "the KernelCh");
-        let r = out
-            .iter()
-            .find(|r| r.id == coll)
-            .expect("the collective completes");
-        assert_ne!(r.flags & F_END_UNKNOWN, 0);
-        assert_eq!(c.open_events(), 0);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0, "{:?}", c.dropped);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(
+            c.open_events(),
+            2,
+            "the channel, and its collective in flight"
+        );
     }
 
     /// A KernelCh quiet for 60 timeouts without drops on its ring is a leak, or a hang: it
@@ -4117,27 +4181,37 @@ mod tests {
     /// it reported a hung collective as finished).
     #[test]
     fn a_leaked_kernel_channel_leaves_its_collective_in_flight() {
+        // 300 channels of another collective first: some are in the general table, whose
+        // sweep must do the same.
         let mut c = Completion::new(262_144, 1, 0.0);
         let mut f = Feed::new();
         f.ts = 1_000_000_000;
+        let many = f.coll(64);
+        for _ in 0..300 {
+            let k = f.id(EventKind::KernelCh);
+            f.push(OP_START, EventKind::KernelCh, k, many, 0, [0; 4]);
+        }
         let coll = f.coll(1);
         let k = f.id(EventKind::KernelCh);
         f.push(OP_START, EventKind::KernelCh, k, coll, 0, [0; 4]);
         let mut out = f.run(&mut c);
+        assert_eq!((c.kernels_open.len(), c.table.len()), (256, 2 + 45));
         for t in [200_000_000, 400_000_000] {
             c.end_pass(f.ts + t);
             c.take(&mut out);
         }
-        assert_eq!(c.dropped[DropReason::Abandoned as usize], 1, "the KernelCh");
-        assert!(!out.iter().any(|r| r.id == coll), "{out:?}");
-        assert_eq!(c.open_events(), 1, "the collective, in flight");
+        let abandoned = c.dropped[DropReason::Abandoned as usize];
+        assert_eq!(abandoned, 301, "the KernelChs");
+        assert!(!out.iter().any(|r| r.id == coll || r.id == many), "{out:?}");
+        assert_eq!(c.open_events(), 2, "the collectives, in flight");
+        c.dropped = [0; DropReason::COUNT];
         // Should its state and stop come after all, it was counted once (abandoned), not
         // again as an unknown handle (the state, found in review, and the stop).
         f.ts += 400_000_000;
         f.push(OP_STATE, EventKind::KernelCh, k, 0, 0, [0; 4]);
         f.stop(EventKind::KernelCh, k);
         f.run(&mut c);
-        assert_eq!(c.dropped.iter().sum::<u64>(), 1, "{:?}", c.dropped);
+        assert_eq!(c.dropped.iter().sum::<u64>(), 0, "{:?}", c.dropped);
     }
 
     /// A ring that keeps overflowing reports a newer drop at every pass, beyond what has
