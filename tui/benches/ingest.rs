@@ -13,12 +13,16 @@
 //!
 //! Two scenarios: `fill` (a fresh store below its memory cap: new chunks all the time) and
 //! `at cap` (a store kept at a 64 MiB cap: every batch evicts the oldest chunks).
+//!
+//! `INGEST_MIX=kernels`: a job without network traffic instead, per collective its Coll and
+//! its 32 kernel channels (converted GPU times, each channel's start 10–40 ns before the
+//! next one's, completed in stop order), 8 ranks per process, 2 processes.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use ncclprof_shared::kind::EventKind;
-use ncclprof_shared::record::{EventRecord, F_END_KNOWN, F_SEND};
+use ncclprof_shared::record::{EventRecord, F_END_KNOWN, F_GPU_CONVERTED, F_SEND, pack_strings};
 use ncclprof_shared::wire::{CommInfo, Frame, Meta};
 use ncclprof_tui::model::ingest;
 use ncclprof_tui::model::store::Store;
@@ -36,6 +40,71 @@ const BATCH_NS: u64 = OPS_PER_BATCH * OP_NS;
 
 fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
+/// Kernel channels per collective in the kernel mix.
+const KERNEL_CHANNELS: u64 = 32;
+/// Collectives per rank per batch in the kernel mix: 8 × 8 × 33 = 2112 records.
+const COLLS_PER_BATCH: u64 = 8;
+
+/// One process's template batch of the kernel mix (see the module doc), starting at time 0;
+/// a collective every `BATCH_NS / COLLS_PER_BATCH`.
+fn kernel_template(proc: u32) -> Vec<EventRecord> {
+    let mut out = Vec::new();
+    let mut id = 1u64;
+    let every = BATCH_NS / COLLS_PER_BATCH;
+    for lr in 0..RANKS_PER_PROC {
+        let rank = proc as i32 * RANKS_PER_PROC + lr;
+        for j in 0..COLLS_PER_BATCH {
+            let t0 = j * every + lr as u64 * 700;
+            let coll = id;
+            id += 1;
+            let mut channels: Vec<EventRecord> = (0..KERNEL_CHANNELS)
+                .map(|ch| {
+                    let start = t0 + 5_000 + ch * 25 + (ch % 4) * 10;
+                    let end = start + every / 2 + (ch * 37) % 900;
+                    id += 1;
+                    EventRecord {
+                        id: id - 1,
+                        parent: coll,
+                        start_ns: start,
+                        end_ns: end,
+                        comm: lr as u32,
+                        rank,
+                        kind: EventKind::KernelCh as u8,
+                        sub: ch as u8,
+                        flags: F_END_KNOWN | F_GPU_CONVERTED,
+                        x: 0,
+                        p: [start + 7, end + 7, start + 3_000, end + 3_000, lr as u64, 0],
+                    }
+                })
+                .collect();
+            channels.sort_by_key(|r| r.end_ns);
+            let last_end = channels.last().map_or(t0, |r| r.end_ns);
+            out.extend(channels);
+            out.push(EventRecord {
+                id: coll,
+                parent: 0,
+                start_ns: t0,
+                end_ns: last_end,
+                comm: lr as u32,
+                rank,
+                kind: EventKind::Coll as u8,
+                sub: KERNEL_CHANNELS as u8,
+                flags: F_END_KNOWN,
+                x: 0,
+                p: [
+                    j,
+                    1 << 20,
+                    pack_strings([1, 0, 0, 0]),
+                    t0 + 2_000,
+                    0,
+                    t0 + 5_000,
+                ],
+            });
+        }
+    }
+    out
 }
 
 /// One process's template batch starting at time 0 (shifted per batch).
@@ -122,6 +191,15 @@ fn batch(t: &[EventRecord], b: u64) -> Vec<EventRecord> {
                 r.p[1] += off;
                 r.p[2] += off;
                 r.p[3] += off;
+            } else if r.kind == EventKind::KernelCh as u8 {
+                r.parent += ids;
+                for t in &mut r.p[..4] {
+                    *t += off;
+                }
+            } else if r.kind == EventKind::Coll as u8 {
+                r.p[0] += b * COLLS_PER_BATCH;
+                r.p[3] += off;
+                r.p[5] += off;
             } else {
                 r.p[4] += off;
             }
@@ -196,13 +274,20 @@ fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
     let events: u64 = env("INGEST_EVENTS").unwrap_or(if quick { 20_000 } else { 4_000_000 });
     let rounds: usize = env("INGEST_ROUNDS").unwrap_or(if quick { 1 } else { 5 });
-    let tpl: Vec<Vec<EventRecord>> = (0..PROCS).map(template).collect();
+    let kernels = std::env::var("INGEST_MIX").is_ok_and(|m| m == "kernels");
+    let tpl: Vec<Vec<EventRecord>> = (0..PROCS)
+        .map(if kernels { kernel_template } else { template })
+        .collect();
     let per_batch = tpl[0].len() as u64;
     let batches = events.div_ceil(per_batch);
     let n = (batches * per_batch) as f64;
+    let mix = if kernels {
+        format!("a Coll + {KERNEL_CHANNELS} kernel channels per collective")
+    } else {
+        format!("8 steps + 1 ProxyOp per op, {CHANNELS} channels")
+    };
     println!(
-        "ingest: {per_batch} records per frame (8 steps + 1 ProxyOp per op, {} ranks × {CHANNELS} channels per process, {PROCS} processes), {batches} frames = {n} events per round, {rounds} alternated rounds",
-        RANKS_PER_PROC
+        "ingest: {per_batch} records per frame ({mix}, {RANKS_PER_PROC} ranks per process, {PROCS} processes), {batches} frames = {n} events per round, {rounds} alternated rounds"
     );
 
     // fill: a fresh store per round, far below its cap.
@@ -214,13 +299,23 @@ fn main() {
         let mut st = new_store(4 << 30);
         ing.push(round(&mut st, &tpl, 0, batches, true) * 1e9 / n);
         assert_eq!(st.ingested as f64, n);
-        let steps: usize = st.lanes.iter().map(|l| l.steps.len()).sum();
-        let sb: usize = st.lanes.iter().map(|l| l.steps.bytes()).sum();
-        per_step = sb as f64 / steps as f64;
+        let (items, bytes): (usize, usize) = if kernels {
+            let k = st.lanes.iter().map(|l| l.kernels.len()).sum();
+            (k, st.lanes.iter().map(|l| l.kernels.bytes()).sum())
+        } else {
+            let k = st.lanes.iter().map(|l| l.steps.len()).sum();
+            (k, st.lanes.iter().map(|l| l.steps.bytes()).sum())
+        };
+        per_step = bytes as f64 / items as f64;
         drop(black_box(st));
     }
     report("fill", &base, &ing);
-    println!("  memory per retained proxy step: {per_step:.1} B");
+    let what = if kernels {
+        "kernel channel"
+    } else {
+        "proxy step"
+    };
+    println!("  memory per retained {what}: {per_step:.1} B");
 
     // at cap: one store kept at 64 MiB; warm it past the cap first.
     let cap = 64 << 20;
