@@ -1712,7 +1712,11 @@ impl<S: Sink> Completion<S> {
         }
         p.last_activity = now;
         p.quiet = 0;
-        self.dirty.push(parent);
+        // A collective's 32 kernel channels (or 8 ops) mostly stop one after another: once
+        // in the list is enough (`end_pass` sorts it and drops repeats anyway).
+        if self.dirty.last() != Some(&parent) {
+            self.dirty.push(parent);
+        }
     }
 
     /// Whether an open container is complete at `now` (and how).
