@@ -271,11 +271,18 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
     });
 }
 
-/// Record a state. `args` = the state-args words the shim read (`None` = NULL args pointer).
+/// Record a state. `kind`: the handle's (`handle::kind_of`, which the shim decoded to read
+/// the args); `args` = the state-args words the shim read (`None` = NULL args pointer).
 #[inline(always)]
-pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 2]>) {
+pub fn state(
+    p: &'static Plugin,
+    h: *mut c_void,
+    kind: Option<EventKind>,
+    state: i32,
+    args: Option<[u64; 2]>,
+) {
     let id = h as u64;
-    let kind = handle::kind_of(id).map_or(u8::MAX, |k| k as u8);
+    let kind = kind.map_or(u8::MAX, |k| k as u8);
     let Some(ring) = p.rings.mine_for(id) else {
         if let Some(c) = p.rings.no_ring.get(kind as usize) {
             c.fetch_add(1, Ordering::Relaxed);
@@ -301,8 +308,7 @@ pub fn state(p: &'static Plugin, h: *mut c_void, state: i32, args: Option<[u64; 
         && let Some(ph) = phases_held(ring, id)
     {
         // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
-        let ts = if ph.needs_time(state) { now_raw() } else { 0 };
-        ph.record(state, ts, a0);
+        ph.record_now(state, a0, now_raw);
         // For the drain, should the step stay open (hung): what it waits on.
         let s = state.clamp(0, 255) as u8;
         ring.publish_state(handle::seq_of(id), s, ph.rflags, ph.announced);

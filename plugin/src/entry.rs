@@ -195,8 +195,9 @@ fn record_with(
     }
     guard::call(|| {
         if let Some(p) = crate::plugin() {
-            let args = read_args(handle::kind_of(h as u64));
-            capture::state(p, h, state, args);
+            let kind = handle::kind_of(h as u64);
+            let args = read_args(kind);
+            capture::state(p, h, kind, state, args);
         }
     })
 }

@@ -115,6 +115,14 @@ impl Phases {
     /// as there.
     #[inline(always)]
     pub fn record(&mut self, state: i32, ts: u64, arg: u64) {
+        self.record_now(state, arg, || ts);
+    }
+
+    /// [`Phases::record`] with the time read by `now` where the state uses it (exactly where
+    /// [`Phases::needs_time`] says so), in one dispatch on the state: NCCL's thread asking
+    /// `needs_time` first and then recording made two (`capture::state`).
+    #[inline(always)]
+    pub fn record_now(&mut self, state: i32, arg: u64, now: impl FnOnce() -> u64) {
         match state as u32 {
             st::PROXY_STEP_SEND_GPU_WAIT => {
                 self.seen |= SEEN_SEND_GPU_WAIT;
@@ -123,36 +131,36 @@ impl Phases {
                         self.t[0] = self.start;
                         self.seen |= A_IS_START;
                     } else {
-                        self.t[0] = ts;
+                        self.t[0] = now();
                     }
                 }
             }
             st::PROXY_STEP_SEND_PEER_WAIT => {
                 self.seen |= SEEN_SEND_PEER_WAIT;
                 if self.t[1] == 0 {
-                    self.t[1] = ts;
+                    self.t[1] = now();
                 }
                 self.retries = self.retries.saturating_add(1);
             }
             st::PROXY_STEP_SEND_WAIT => {
                 self.seen |= SEEN_SEND_WAIT;
-                self.t[2] = ts;
+                self.t[2] = now();
                 self.arg = arg;
             }
             st::PROXY_STEP_RECV_WAIT => {
                 self.seen |= SEEN_RECV_WAIT;
                 if self.t[0] == 0 {
-                    self.t[0] = ts;
+                    self.t[0] = now();
                 }
             }
             st::PROXY_STEP_RECV_FLUSH_WAIT => {
                 self.seen |= SEEN_RECV_FLUSH_WAIT;
-                self.t[1] = ts;
+                self.t[1] = now();
                 self.arg = arg;
             }
             st::PROXY_STEP_RECV_GPU_WAIT => {
                 self.seen |= SEEN_RECV_GPU_WAIT;
-                self.t[2] = ts;
+                self.t[2] = now();
             }
             _ => {}
         }
@@ -426,6 +434,37 @@ mod tests {
                 i += len;
             }
             assert_eq!(got, want, "case {case}: {seq:?}");
+        }
+    }
+
+    /// `record_now` (one dispatch, on NCCL's thread) is `needs_time` then `record`: the same
+    /// entry, the clock read exactly when `needs_time` says so, for random runs of every
+    /// state (and some a step does not have), on entries with and without their start.
+    #[test]
+    fn record_now_is_needs_time_then_record() {
+        let states: Vec<i32> = (-2..=25).chain([255, 1 << 20]).collect();
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for case in 0..4_000u64 {
+            let start = if case % 2 == 0 { 0 } else { 50 };
+            let mut two = Phases {
+                id: 9,
+                start,
+                ..Phases::default()
+            };
+            let mut one = two;
+            for i in 0..(rng.next() % 16) {
+                let s = states[(rng.next() % states.len() as u64) as usize];
+                let (t, arg) = (100 + i, rng.next() % 5);
+                let needs = two.needs_time(s);
+                two.record(s, if needs { t } else { 0 }, arg);
+                let mut read = false;
+                one.record_now(s, arg, || {
+                    read = true;
+                    t
+                });
+                assert_eq!(read, needs, "case {case}, state {s}");
+                assert_eq!(one, two, "case {case}, state {s}");
+            }
         }
     }
 
