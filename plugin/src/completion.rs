@@ -1053,7 +1053,8 @@ impl<S: Sink> Completion<S> {
         if kind == EventKind::KernelCh {
             // Most events of a job without network traffic: kept in `kernels_open`, their
             // record built in its slot, without an `Open` (whose 208 bytes went into the
-            // table and out again, with its hashing: a third of the drain's work per channel).
+            // table and out again, with its hashing: a third of the drain's instructions in a job
+            // of kernel channels).
             let parent_id = if r.flags & RF_PARENT_NULL != 0 {
                 0
             } else {
