@@ -400,6 +400,10 @@ impl Conn {
 /// its last sign of life, is taken to have lost its stop (see `Completion::sweep`).
 const LOST_AFTER_TIMEOUTS: u64 = 10;
 
+/// An open leaf (a step, a kernel channel, a launch …) quiet for this many completion
+/// timeouts without such drops is given up as leaked (see `Completion::sweep`).
+const LEAKED_AFTER_TIMEOUTS: u64 = 60;
+
 /// Completion state, putting what it completes into `S`: the drain's [`History`] frames,
 /// or a `Vec` of records (tests, benches, [`Completion::take`]).
 ///
@@ -692,6 +696,14 @@ impl<S: Sink> Completion<S> {
                 d.pending = d.latest; // the next to reach
             }
         }
+    }
+
+    /// Whether open event `id`, last seen alive at host time `last`, is taken to have lost
+    /// its stop at `now`: quiet for `LOST_AFTER_TIMEOUTS` timeouts, and its ring dropped
+    /// records since.
+    fn lost_its_stop(&self, id: u64, last: u64, now: u64) -> bool {
+        now.saturating_sub(last) > LOST_AFTER_TIMEOUTS * self.timeout_ns
+            && self.lost_since(id, last)
     }
 
     /// Whether the ring `id` was issued from dropped a record, in the part read so far,
@@ -1864,7 +1876,7 @@ impl<S: Sink> Completion<S> {
     /// Periodic scan: timeouts, non-network ProxyOps whose parent is gone, leaked steps.
     fn sweep(&mut self, now: u64) {
         // Leaked steps (e.g. a restarted step NCCL never stopped), as for the table below.
-        let leak_ns = 60 * self.timeout_ns;
+        let leak_ns = LEAKED_AFTER_TIMEOUTS * self.timeout_ns;
         let lost = &mut self.lost;
         let leaked = self.steps_open.remove_where(|r| {
             let leaked = now.saturating_sub(r.start_ns) > leak_ns;
@@ -1894,8 +1906,7 @@ impl<S: Sink> Completion<S> {
             // progressed ProxyOp stayed open, its collective "in flight", until finalize.
             // (10, not 1: a step can take seconds on a slow network, and a hang that begins
             // while a ring is full must stay visible a while.)
-            let lost = now.saturating_sub(o.last_activity) > LOST_AFTER_TIMEOUTS * self.timeout_ns
-                && self.lost_since(id, o.last_activity);
+            let lost = self.lost_its_stop(id, o.last_activity, now);
             let Some(kind) = o.rec.kind() else { continue };
             if is_container(kind) {
                 if o.stopped && self.ready(o, now).is_some() {
@@ -1940,7 +1951,7 @@ impl<S: Sink> Completion<S> {
             } else if kind != EventKind::ProxyOp && lost {
                 lost_leaves.push(id);
             } else if kind != EventKind::ProxyOp
-                && now.saturating_sub(o.last_activity) > 60 * self.timeout_ns
+                && now.saturating_sub(o.last_activity) > LEAKED_AFTER_TIMEOUTS * self.timeout_ns
             {
                 orphans.push(id); // leaked leaf (e.g. a restarted step NCCL never stopped)
             }
@@ -2014,17 +2025,16 @@ impl<S: Sink> Completion<S> {
         if self.kernels_open.is_empty() {
             return;
         }
-        let (lost_ns, leak_ns) = (LOST_AFTER_TIMEOUTS * self.timeout_ns, 60 * self.timeout_ns);
+        let leak_ns = LEAKED_AFTER_TIMEOUTS * self.timeout_ns;
         let gone: Vec<(u64, bool)> = self
             .kernels_open
             .iter()
             .filter_map(|rec| {
                 let last = rec.start_ns.max(rec.p[3]);
-                let quiet = now.saturating_sub(last);
-                if quiet > lost_ns && self.lost_since(rec.id, last) {
+                if self.lost_its_stop(rec.id, last, now) {
                     Some((rec.id, true))
                 } else {
-                    (quiet > leak_ns).then_some((rec.id, false))
+                    (now.saturating_sub(last) > leak_ns).then_some((rec.id, false))
                 }
             })
             .collect();
