@@ -91,7 +91,7 @@ fn main() {
         assert!(Instant::now() < deadline, "plugin published no server");
         std::thread::sleep(Duration::from_millis(10));
     };
-    let mut conn = ncclprof_shared::link::connect(&entry).unwrap();
+    let conn = ncclprof_shared::link::connect(&entry).unwrap();
     let stats = Arc::new(ViewerStats::default());
     let vs = stats.clone();
     std::thread::spawn(move || {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use ipc_channel::ipc::IpcSender;
-use ncclprof_shared::link::{self, RecvError};
+use ncclprof_shared::link;
 use ncclprof_shared::wire::{self, ViewerMsg};
 
 pub use super::ingest::SourceMsg;
@@ -144,7 +144,7 @@ fn watch(dir: PathBuf, also: Vec<PathBuf>, tx: Sender<SourceMsg>, stop: Arc<Atom
                         control: conn.control,
                     });
                     let tx2 = tx.clone();
-                    let mut data = conn.data;
+                    let data = conn.data;
                     let _ = std::thread::Builder::new()
                         .name(format!("ncclprof-rx-{pid}"))
                         .spawn(move || {
@@ -163,13 +163,7 @@ fn watch(dir: PathBuf, also: Vec<PathBuf>, tx: Sender<SourceMsg>, stop: Arc<Atom
                                             return;
                                         }
                                     }
-                                    Err(RecvError::BadFrame(error)) => {
-                                        let bad = SourceMsg::Bad { src, pid, error };
-                                        if tx2.send(bad).is_err() {
-                                            return;
-                                        }
-                                    }
-                                    Err(RecvError::Closed(_)) => {
+                                    Err(_) => {
                                         let alive = entry.is_alive();
                                         if let Ok(mut a) = active2.lock() {
                                             a.remove(&key);
