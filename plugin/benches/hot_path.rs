@@ -340,7 +340,7 @@ fn attach_viewer(dir: &std::path::Path) -> std::thread::JoinHandle<u64> {
         assert!(Instant::now() < deadline, "plugin published no server");
         std::thread::sleep(Duration::from_millis(10));
     };
-    let conn = ncclprof_shared::link::connect(&entry).unwrap();
+    let mut conn = ncclprof_shared::link::connect(&entry).unwrap();
     std::thread::spawn(move || {
         let mut records = 0u64;
         while let Ok(b) = conn.data.recv() {

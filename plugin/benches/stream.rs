@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
 use ncclprof_shared::clock::monotonic_ns;
 use ncclprof_shared::kind::{EventKind, state};
-use ncclprof_shared::wire::{self, Frame};
+use ncclprof_shared::wire::Frame;
 
 type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
 
@@ -91,13 +91,20 @@ fn main() {
         assert!(Instant::now() < deadline, "plugin published no server");
         std::thread::sleep(Duration::from_millis(10));
     };
-    let conn = ncclprof_shared::link::connect(&entry).unwrap();
+    let mut conn = ncclprof_shared::link::connect(&entry).unwrap();
     let stats = Arc::new(ViewerStats::default());
     let vs = stats.clone();
     std::thread::spawn(move || {
         let mut n = 0u64;
-        while let Ok(b) = conn.data.recv() {
-            match wire::decode_owned(b) {
+        // As the viewer reads: records where they arrived (the frame ring, or the socket's
+        // buffer); a frame that does not decode is skipped.
+        loop {
+            let f = match conn.data.recv_frame() {
+                Ok(f) => Ok(f),
+                Err(ncclprof_shared::link::RecvError::Closed(_)) => break,
+                Err(e) => Err(e),
+            };
+            match f {
                 Ok(Frame::Events(r)) => {
                     let now = monotonic_ns();
                     vs.events.fetch_add(r.len() as u64, Ordering::Relaxed);

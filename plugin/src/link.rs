@@ -15,7 +15,8 @@ use ncclprof_shared::link::{self, ProcessEntry};
 use ncclprof_shared::wire::ViewerMsg;
 
 use crate::Plugin;
-use crate::stream::DrainMsg;
+use crate::stream::{DrainMsg, ViewerOut};
+use ncclprof_shared::frame_ring::RingWriter;
 
 /// What this process's rendezvous entry says besides its communicators: the one-shot server
 /// waiting for a viewer (empty while one is attached) and how many viewers have connected.
@@ -92,14 +93,26 @@ pub fn run(p: &'static Plugin, dir: PathBuf, to_drain: Sender<DrainMsg>) {
         if let Err(e) = publish(p, &dir, &name, generation) {
             crate::nccl_log::warn(&format!("cannot publish the rendezvous entry: {e}"));
         }
-        let (rx, first) = match server.accept() {
-            Ok(x) => x,
-            Err(_) => continue,
+        let (rx, first) = match ipc_caught(|| server.accept()) {
+            Some(Ok(x)) => x,
+            Some(Err(_)) => continue,
+            None => {
+                crate::nccl_log::warn(
+                    "a viewer's first message could not be received (ipc-channel failed on it); waiting for the next viewer",
+                );
+                continue;
+            }
         };
         if p.shutting_down() {
             return;
         }
-        let ViewerMsg::Hello { protocol, data, .. } = first else {
+        let ViewerMsg::Hello {
+            protocol,
+            data,
+            ring,
+            ..
+        } = first
+        else {
             continue; // not a viewer (or our own wake-up): publish again
         };
         generation += 1;
@@ -111,9 +124,14 @@ pub fn run(p: &'static Plugin, dir: PathBuf, to_drain: Sender<DrainMsg>) {
             )));
             continue;
         }
-        let _ = to_drain.send(DrainMsg::Viewer(data, generation));
-        // Control messages until the viewer goes away.
-        while let Ok(msg) = rx.recv() {
+        // A ring that is not one (or none offered): every frame goes on the socket.
+        let out = ViewerOut {
+            socket: data,
+            ring: RingWriter::new(ring.0),
+        };
+        let _ = to_drain.send(DrainMsg::Viewer(out, generation));
+        // Control messages until the viewer goes away (or sends one ipc-channel fails on).
+        while let Some(Ok(msg)) = ipc_caught(|| rx.recv()) {
             let requested = match msg {
                 ViewerMsg::SetMask(m) => {
                     p.control.set_mask(m);
@@ -136,6 +154,14 @@ pub fn run(p: &'static Plugin, dir: PathBuf, to_drain: Sender<DrainMsg>) {
             return;
         }
     }
+}
+
+/// Run an ipc-channel receive, catching a panic: ipc-channel maps every memory object a
+/// message carries, and panics (`assert!`) when that fails (a viewer's frame ring the
+/// process cannot map). Caught here, such a message costs its connection, not the link
+/// thread and with it every later viewer. `None` if it panicked.
+fn ipc_caught<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
 /// Wake a link thread blocked in `accept` (used at shutdown).

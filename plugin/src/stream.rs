@@ -19,6 +19,7 @@ use crossbeam_channel::{Receiver, Sender};
 use ipc_channel::ipc::IpcBytesSender;
 use ncclprof_shared::PROTOCOL_VERSION;
 use ncclprof_shared::clock::monotonic_ns;
+use ncclprof_shared::frame_ring::{MIN_FRAME_IN_RING, RingWriter};
 use ncclprof_shared::kind::EventKind;
 use ncclprof_shared::record::EventRecord;
 use ncclprof_shared::wire::{
@@ -35,10 +36,33 @@ use crate::ring::Ring;
 use crate::ring::{OP_START, RF_LATE_START, RF_PHASES, RF_WHOLE, Raw};
 use crate::step_phases;
 
+/// Where frames for one viewer go: its socket and, if it offered one, its frame ring.
+pub struct ViewerOut {
+    pub socket: IpcBytesSender,
+    pub ring: Option<RingWriter>,
+}
+
+impl ViewerOut {
+    /// Send one frame: a large one through the ring with an `IN_RING` frame on the socket in
+    /// its place, when the ring has room; otherwise on the socket itself (a frame never waits
+    /// for the ring). `Err` when the viewer has gone.
+    fn send(&mut self, frame: &[u8]) -> Result<(), ()> {
+        let in_ring = match &mut self.ring {
+            Some(ring) if frame.len() >= MIN_FRAME_IN_RING => ring.put(frame),
+            _ => None,
+        };
+        let sent = match in_ring {
+            Some((at, len)) => self.socket.send(&wire::encode_in_ring(at, len)),
+            None => self.socket.send(frame),
+        };
+        sent.map_err(|_| ())
+    }
+}
+
 /// Messages to the drain thread.
 pub enum DrainMsg {
     /// A viewer attached: stream to it.
-    Viewer(IpcBytesSender, u64),
+    Viewer(ViewerOut, u64),
     /// Refuse a viewer with a reason (sent as Bye).
     Refuse(IpcBytesSender, String),
     /// The viewer of this generation left.
@@ -304,7 +328,7 @@ pub struct Drain {
     /// Buffers of frames the queue did not take.
     unqueued: Vec<Vec<u8>>,
     /// Generation of the sender's current viewer.
-    sender_slot: Sender<(u64, Option<IpcBytesSender>)>,
+    sender_slot: Sender<(u64, Option<ViewerOut>)>,
     next_string: u16,
     ctx_versions: Vec<u32>,
     /// Past communicators the history's records name, still to be sent to a viewer that
@@ -355,7 +379,7 @@ impl Drain {
         cal: Calibration,
         frames: Sender<Outgoing>,
         spare: Receiver<Vec<u8>>,
-        sender_slot: Sender<(u64, Option<IpcBytesSender>)>,
+        sender_slot: Sender<(u64, Option<ViewerOut>)>,
     ) -> Drain {
         let c = &p.config;
         Drain {
@@ -737,7 +761,7 @@ impl Drain {
         }
     }
 
-    fn attach(&mut self, data: IpcBytesSender, generation: u64) {
+    fn attach(&mut self, data: ViewerOut, generation: u64) {
         let _ = self.sender_slot.send((generation, Some(data)));
         self.session = Some(Session { generation });
         // The frame queue may hold frames of the previous viewer: the sender skips those.
@@ -1038,9 +1062,9 @@ pub fn run_sender(
     p: &'static Plugin,
     frames: Receiver<Outgoing>,
     spare: Sender<Vec<u8>>,
-    slot: Receiver<(u64, Option<IpcBytesSender>)>,
+    slot: Receiver<(u64, Option<ViewerOut>)>,
 ) {
-    let mut current: Option<(u64, IpcBytesSender)> = None;
+    let mut current: Option<(u64, ViewerOut)> = None;
     // Blocks until a frame or a viewer change comes: an idle plugin's sender never wakes, and
     // a departed viewer's channel is closed at once. Ends when the drain thread does (it holds
     // the other ends).
@@ -1060,7 +1084,7 @@ pub fn run_sender(
         while let Ok((g, s)) = slot.try_recv() {
             current = s.map(|s| (g, s));
         }
-        match &current {
+        match &mut current {
             Some((g, tx)) if *g == out.generation => {
                 let bytes = out.bytes.as_slice();
                 if tx.send(bytes).is_ok() {
@@ -1110,6 +1134,38 @@ pub fn spawn(p: &'static Plugin, cal: Calibration) -> std::io::Result<Sender<Dra
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A viewer's output sends small frames on the socket, large ones through the ring while
+    /// it has room and on the socket once it has none; the viewer gets them all in order.
+    #[test]
+    fn large_frames_go_through_the_ring_while_it_has_room_in_order() {
+        use ncclprof_shared::frame_ring::{MIN_BYTES, RingReader};
+        use ncclprof_shared::link::FrameReceiver;
+        let (reader, offer) = RingReader::new(MIN_BYTES);
+        let (tx, rx) = ipc_channel::ipc::bytes_channel().unwrap();
+        let mut out = ViewerOut {
+            socket: tx,
+            ring: RingWriter::new(offer),
+        };
+        // The smallest ring holds two of these and not three; nothing is read meanwhile.
+        let frames: Vec<Vec<u8>> = [100, 150_000, 150_001, 150_002, MIN_FRAME_IN_RING - 1]
+            .iter()
+            .map(|&n| vec![n as u8; n])
+            .collect();
+        for f in &frames {
+            out.send(f).unwrap();
+        }
+        let mut viewer = FrameReceiver::new(rx, Some(reader));
+        for f in &frames {
+            assert_eq!(&viewer.recv().unwrap(), f);
+        }
+        assert_eq!(viewer.frames_from_ring(), 2);
+        assert_eq!(viewer.large_frames_on_socket(), 1);
+        // Read, the ring has room again.
+        out.send(&frames[1]).unwrap();
+        assert_eq!(viewer.recv().unwrap(), frames[1]);
+        assert_eq!(viewer.frames_from_ring(), 3);
+    }
     use crate::ring::{OP_STATE, RF_PARENT_NULL, RingPool};
     use crate::step_phases::Phases;
     use std::sync::Mutex;
@@ -1155,7 +1211,7 @@ mod tests {
     type DrainEnds = (
         Receiver<Outgoing>,
         Sender<Vec<u8>>,
-        Receiver<(u64, Option<IpcBytesSender>)>,
+        Receiver<(u64, Option<ViewerOut>)>,
     );
 
     /// A drain for `p` with no sender thread and no viewer.

@@ -6,12 +6,14 @@
 //! - [`mask`]: activation-mask bits and their user-facing names.
 //! - [`record`]: the fixed-layout [`record::EventRecord`] every completed event travels as.
 //! - [`wire`]: frames on the plugin → viewer byte stream and the viewer → plugin control messages.
+//! - [`frame_ring`]: the shared memory a connection's large frames cross instead of the socket.
 //! - [`link`]: the per-user rendezvous directory, its permission checks and the entry files.
 //! - [`clock`]: the host-wide monotonic clock every process stamps with.
 //! - [`child`]: child processes that die with their parent (the viewer's `demo`, the fake NCCL).
 
 pub mod child;
 pub mod clock;
+pub mod frame_ring;
 pub mod kind;
 pub mod link;
 pub mod mask;
@@ -20,4 +22,4 @@ pub mod trace;
 pub mod wire;
 
 /// Version of the plugin ↔ viewer protocol. Bump it with any change to a frame or record layout.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;

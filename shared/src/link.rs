@@ -413,7 +413,140 @@ pub struct Connection {
     /// Control messages to the plugin (mask changes).
     pub control: ipc_channel::ipc::IpcSender<crate::wire::ViewerMsg>,
     /// Frames from the plugin.
-    pub data: ipc_channel::ipc::IpcBytesReceiver,
+    pub data: FrameReceiver,
+}
+
+/// Frames from one plugin process, in the order it sent them: from the socket, or from the
+/// connection's frame ring where the socket brings an [`IN_RING`](crate::wire::IN_RING)
+/// frame in their place ([`crate::frame_ring`]).
+pub struct FrameReceiver {
+    socket: ipc_channel::ipc::IpcBytesReceiver,
+    ring: Option<crate::frame_ring::RingReader>,
+    from_ring: u64,
+    bytes_from_ring: u64,
+    large_on_socket: u64,
+}
+
+/// A frame as it came: on the socket, or in the ring.
+enum Next {
+    Bytes(Vec<u8>),
+    Ring(crate::frame_ring::RingFrame),
+}
+
+/// Why [`FrameReceiver::recv`] returned no frame.
+#[derive(Debug, thiserror::Error)]
+pub enum RecvError {
+    /// The plugin closed the connection (it left, or dropped this viewer), or the socket
+    /// failed: nothing more will come.
+    #[error("connection closed: {0}")]
+    Closed(ipc_channel::IpcError),
+    /// An [`IN_RING`](crate::wire::IN_RING) frame that could not be followed; the
+    /// connection goes on.
+    #[error("{0}")]
+    BadFrame(String),
+}
+
+impl FrameReceiver {
+    /// Frames from `socket`, and from `ring` where the socket says so.
+    pub fn new(
+        socket: ipc_channel::ipc::IpcBytesReceiver,
+        ring: Option<crate::frame_ring::RingReader>,
+    ) -> FrameReceiver {
+        FrameReceiver {
+            socket,
+            ring,
+            from_ring: 0,
+            bytes_from_ring: 0,
+            large_on_socket: 0,
+        }
+    }
+
+    /// The next frame's bytes, blocking until one comes (a frame from the ring copied out).
+    pub fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
+        Ok(match self.next()? {
+            Next::Bytes(b) => b,
+            Next::Ring(f) => f.bytes().to_vec(),
+        })
+    }
+
+    /// The next frame, decoded, blocking until one comes. An Events frame's records stay
+    /// where they arrived: in the ring, which gets them back when the frame is dropped, or in
+    /// the socket's buffer ([`wire::decode_owned`](crate::wire::decode_owned)). A frame that
+    /// does not decode is a [`RecvError::BadFrame`]; the connection goes on.
+    pub fn recv_frame(&mut self) -> Result<crate::wire::Frame, RecvError> {
+        let decoded = match self.next()? {
+            Next::Bytes(b) => crate::wire::decode_owned(b),
+            Next::Ring(f) => crate::wire::decode_in_place(f),
+        };
+        decoded.map_err(|e| RecvError::BadFrame(e.to_string()))
+    }
+
+    fn next(&mut self) -> Result<Next, RecvError> {
+        let bytes = self.socket.recv().map_err(RecvError::Closed)?;
+        match crate::wire::decode_in_ring(&bytes) {
+            None => {
+                if bytes.len() >= crate::frame_ring::MIN_FRAME_IN_RING {
+                    self.large_on_socket += 1;
+                }
+                Ok(Next::Bytes(bytes))
+            }
+            Some(Err(e)) => Err(RecvError::BadFrame(e.to_string())),
+            Some(Ok((at, len))) => {
+                let ring = self.ring.as_mut().ok_or_else(|| {
+                    RecvError::BadFrame(crate::frame_ring::RingError::NoRing.to_string())
+                })?;
+                let frame = ring
+                    .take(at, len)
+                    .map_err(|e| RecvError::BadFrame(e.to_string()))?;
+                self.from_ring += 1;
+                self.bytes_from_ring += len;
+                Ok(Next::Ring(frame))
+            }
+        }
+    }
+
+    /// How many frames came through the frame ring so far.
+    pub fn frames_from_ring(&self) -> u64 {
+        self.from_ring
+    }
+
+    /// How many bytes came through the frame ring so far (many times its size once it has
+    /// wrapped: the viewer releases what it read).
+    pub fn bytes_from_ring(&self) -> u64 {
+        self.bytes_from_ring
+    }
+
+    /// How many frames large enough for the ring came on the socket so far (no ring offered,
+    /// or it was full when the plugin sent them).
+    pub fn large_frames_on_socket(&self) -> u64 {
+        self.large_on_socket
+    }
+}
+
+/// Whether this process can make a memfd now (not out of file descriptors or memory).
+fn memfd_available() -> bool {
+    // SAFETY: a NUL-terminated name and valid flags; the descriptor is closed at once.
+    let fd = unsafe { libc::memfd_create(c"ncclprof-probe".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` is ours and open.
+    unsafe { libc::close(fd) };
+    true
+}
+
+/// The frame ring's size a viewer offers: [`RING_MIB_ENV`](crate::frame_ring::RING_MIB_ENV)
+/// in MiB if set (`0`: none), else [`DEFAULT_BYTES`](crate::frame_ring::DEFAULT_BYTES).
+fn ring_bytes() -> usize {
+    match std::env::var(crate::frame_ring::RING_MIB_ENV) {
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .map_or(crate::frame_ring::DEFAULT_BYTES, |mib| {
+                mib.saturating_mul(1 << 20)
+            }),
+        Err(_) => crate::frame_ring::DEFAULT_BYTES,
+    }
 }
 
 /// Why a viewer could not connect to a plugin process.
@@ -438,9 +571,19 @@ pub enum ConnectError {
 }
 
 /// Connect to the one-shot server a plugin published in `entry`, hand it a fresh frame
-/// channel and return both ends. Checks the protocol version and that the entry and its
-/// socket belong to the current user before connecting.
+/// channel and frame ring (of [`RING_MIB_ENV`](crate::frame_ring::RING_MIB_ENV)'s size, or
+/// [`DEFAULT_BYTES`](crate::frame_ring::DEFAULT_BYTES)) and return the viewer's ends.
+/// Checks the protocol version and that the entry and its socket belong to the current user
+/// before connecting.
 pub fn connect(entry: &ProcessEntry) -> Result<Connection, ConnectError> {
+    connect_with_ring(entry, ring_bytes())
+}
+
+/// [`connect`], offering a frame ring of `ring_bytes` (`0`: none, every frame on the socket).
+pub fn connect_with_ring(
+    entry: &ProcessEntry,
+    ring_bytes: usize,
+) -> Result<Connection, ConnectError> {
     use std::os::unix::fs::FileTypeExt;
     let pid = entry.pid;
     if entry.protocol != crate::PROTOCOL_VERSION {
@@ -479,17 +622,30 @@ pub fn connect(entry: &ProcessEntry) -> Result<Connection, ConnectError> {
         msg: e.to_string(),
     };
     let control = ipc_channel::ipc::IpcSender::connect(entry.server.clone()).map_err(ipc)?;
-    let (data_tx, data) = ipc_channel::ipc::bytes_channel().map_err(ipc)?;
+    let (data_tx, socket) = ipc_channel::ipc::bytes_channel().map_err(ipc)?;
+    let (ring, offer) = match ring_bytes {
+        // ipc-channel panics where the kernel refuses a memfd: ask the kernel first, and
+        // offer no ring (every frame on the socket) to one that refuses.
+        bytes if bytes > 0 && memfd_available() => {
+            let (ring, offer) = crate::frame_ring::RingReader::new(bytes);
+            (Some(ring), crate::wire::RingOffer(offer))
+        }
+        _ => (None, crate::wire::RingOffer::none()),
+    };
     control
         .send(crate::wire::ViewerMsg::Hello {
             protocol: crate::PROTOCOL_VERSION,
             viewer_pid: std::process::id(),
             uid: my_uid(),
             data: data_tx,
+            ring: offer,
         })
         .map_err(|e| ConnectError::Ipc {
             pid,
             msg: e.to_string(),
         })?;
-    Ok(Connection { control, data })
+    Ok(Connection {
+        control,
+        data: FrameReceiver::new(socket, ring),
+    })
 }

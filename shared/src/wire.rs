@@ -9,6 +9,11 @@
 //! so that an ipc-channel send never takes the fragmented path (which can hang when the peer
 //! dies mid-send).
 //!
+//! Large frames (the Events frames, most of the stream's bytes) do not cross the socket
+//! itself when the viewer offered a frame ring in its Hello: the plugin copies each into
+//! that shared memory and sends only an [`IN_RING`] frame saying where it lies, in the
+//! frame's place in the stream, so the order of frames is the socket's ([`crate::frame_ring`]).
+//!
 //! **Viewer → plugin**: typed [`ViewerMsg`]s on the channel the plugin's one-shot server accepted.
 
 use ipc_channel::ipc::IpcBytesSender;
@@ -270,6 +275,25 @@ pub struct Bye {
     pub reason: String,
 }
 
+/// The shared memory a viewer offers as its frame ring ([`crate::frame_ring`]); empty for
+/// none. Shown by its size: a Hello printed for debugging would otherwise print every byte.
+#[derive(Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RingOffer(pub ipc_channel::ipc::IpcSharedMemory);
+
+impl RingOffer {
+    /// No ring: every frame on the socket.
+    pub fn none() -> RingOffer {
+        RingOffer(ipc_channel::ipc::IpcSharedMemory::from_bytes(&[]))
+    }
+}
+
+impl std::fmt::Debug for RingOffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RingOffer({} bytes)", self.0.len())
+    }
+}
+
 /// Viewer → plugin messages.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ViewerMsg {
@@ -279,6 +303,9 @@ pub enum ViewerMsg {
         viewer_pid: u32,
         uid: u32,
         data: IpcBytesSender,
+        /// The connection's frame ring ([`crate::frame_ring`]), made by the viewer; empty
+        /// when it offers none (every frame then travels on `data`).
+        ring: RingOffer,
     },
     /// Set the activation mask (kept, and applied while started).
     SetMask(u32),
@@ -310,6 +337,8 @@ enum RecordsIn {
     Vec(Vec<EventRecord>),
     /// A whole frame whose body, at [`HEADER_SIZE`], was checked to be aligned whole records.
     Frame(Vec<u8>),
+    /// The same, where it lies in the connection's frame ring.
+    Ring(crate::frame_ring::RingFrame),
 }
 
 impl std::ops::Deref for Records {
@@ -319,6 +348,8 @@ impl std::ops::Deref for Records {
             RecordsIn::Vec(v) => v,
             // Checked when made (`Records::in_frame`); the buffer is never changed after.
             RecordsIn::Frame(b) => bytemuck::cast_slice(&b[HEADER_SIZE..]),
+            // Checked when made (`decode_in_place`); the plugin leaves it alone until dropped.
+            RecordsIn::Ring(f) => bytemuck::cast_slice(&f.bytes()[HEADER_SIZE..]),
         }
     }
 }
@@ -386,12 +417,64 @@ pub enum DecodeError {
 }
 
 fn header_bytes(kind: FrameKind, body_len: usize) -> [u8; HEADER_SIZE] {
+    raw_header(kind as u16, body_len)
+}
+
+fn raw_header(kind: u16, body_len: usize) -> [u8; HEADER_SIZE] {
     let mut h = [0; HEADER_SIZE];
     h[..4].copy_from_slice(&MAGIC);
     h[4..6].copy_from_slice(&(PROTOCOL_VERSION as u16).to_le_bytes());
-    h[6..8].copy_from_slice(&(kind as u16).to_le_bytes());
+    h[6..8].copy_from_slice(&kind.to_le_bytes());
     h[8..12].copy_from_slice(&(body_len as u32).to_le_bytes());
     h
+}
+
+/// Header kind of a frame that says where the next frame lies in the connection's
+/// shared-memory frame ring ([`crate::frame_ring`]), instead of carrying it. Not a
+/// [`FrameKind`]: the viewer's receiving end ([`crate::link::FrameReceiver`]) replaces it by
+/// the frame it points to, so no decoder ever sees one.
+pub const IN_RING: u16 = 8;
+/// Size of an [`IN_RING`] frame: the header and two little-endian `u64`s, the frame's
+/// position in the ring's byte stream and its length.
+pub const IN_RING_FRAME: usize = HEADER_SIZE + 16;
+
+/// The [`IN_RING`] frame saying that the frame at byte `at` of the ring, `len` bytes long,
+/// is the next one.
+pub fn encode_in_ring(at: u64, len: u64) -> [u8; IN_RING_FRAME] {
+    let mut f = [0; IN_RING_FRAME];
+    f[..HEADER_SIZE].copy_from_slice(&raw_header(IN_RING, 16));
+    f[HEADER_SIZE..HEADER_SIZE + 8].copy_from_slice(&at.to_le_bytes());
+    f[HEADER_SIZE + 8..].copy_from_slice(&len.to_le_bytes());
+    f
+}
+
+/// Where an [`IN_RING`] frame points: `None` if `bytes` is not one (any other frame, or
+/// bytes too short or foreign to tell: [`decode`] reports those), `Some(Err)` if it is one
+/// with a malformed body.
+pub fn decode_in_ring(bytes: &[u8]) -> Option<Result<(u64, u64), DecodeError>> {
+    if bytes.len() < HEADER_SIZE
+        || bytes[..4] != MAGIC
+        || u16::from_le_bytes([bytes[6], bytes[7]]) != IN_RING
+    {
+        return None;
+    }
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if u32::from(version) != PROTOCOL_VERSION {
+        return Some(Err(DecodeError::Version(version)));
+    }
+    let declared = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
+    if declared != IN_RING_FRAME - HEADER_SIZE || bytes.len() != IN_RING_FRAME {
+        return Some(Err(DecodeError::Length {
+            declared,
+            actual: bytes.len() - HEADER_SIZE,
+        }));
+    }
+    let word = |i: usize| {
+        let mut w = [0; 8];
+        w.copy_from_slice(&bytes[HEADER_SIZE + i..HEADER_SIZE + i + 8]);
+        u64::from_le_bytes(w)
+    };
+    Some(Ok((word(0), word(8))))
 }
 
 fn header(kind: FrameKind, body_len: usize, out: &mut Vec<u8>) {
@@ -472,6 +555,24 @@ pub fn decode_owned(bytes: Vec<u8>) -> Result<Frame, DecodeError> {
         return Err(DecodeError::Records(body.len()));
     }
     Ok(Frame::Events(Records::in_frame(bytes)))
+}
+
+/// [`decode_owned`] for a frame in the connection's frame ring: an Events frame's records
+/// are read where they lie (the ring gets them back when the frame is dropped); any other
+/// frame is decoded from there and let go at once.
+pub fn decode_in_place(frame: crate::frame_ring::RingFrame) -> Result<Frame, DecodeError> {
+    let (kind, body) = check(frame.bytes())?;
+    if kind != FrameKind::Events {
+        return decode_body(kind, body);
+    }
+    if !body.len().is_multiple_of(RECORD_SIZE) {
+        return Err(DecodeError::Records(body.len()));
+    }
+    if bytemuck::try_cast_slice::<u8, EventRecord>(body).is_err() {
+        // Frames start 16-byte aligned in the ring; if not, copy.
+        return decode_body(kind, body);
+    }
+    Ok(Frame::Events(Records(RecordsIn::Ring(frame))))
 }
 
 /// The header's checks: the frame's kind and its body.
@@ -617,9 +718,33 @@ mod tests {
         let bytes = encode(&Frame::Hello(hello())).unwrap();
         assert_eq!(
             &bytes[..16],
-            &[b'N', b'C', b'P', b'F', 5, 0, 1, 0, 40, 0, 0, 0, 0, 0, 0, 0]
+            &[b'N', b'C', b'P', b'F', 6, 0, 1, 0, 40, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(bytes.len(), 56);
+    }
+
+    #[test]
+    fn an_in_ring_frame_says_where_and_nothing_else_is_one() {
+        let f = encode_in_ring(1 << 40, 4096);
+        assert_eq!(f.len(), IN_RING_FRAME);
+        assert_eq!(decode_in_ring(&f), Some(Ok((1 << 40, 4096))));
+        // Every other frame is not one; a short or foreign buffer is left to `decode`.
+        let hello = encode(&Frame::Hello(hello())).unwrap();
+        assert_eq!(decode_in_ring(&hello), None);
+        assert_eq!(decode_in_ring(&f[..8]), None);
+        assert_eq!(decode_in_ring(b"XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX"), None);
+        // One with a body of another length, declared or actual, is malformed.
+        let mut long = f.to_vec();
+        long.push(0);
+        assert!(matches!(decode_in_ring(&long), Some(Err(_))));
+        let mut lying = f;
+        lying[8] = 15;
+        assert!(matches!(decode_in_ring(&lying), Some(Err(_))));
+        let mut old = f;
+        old[4] = 5;
+        assert_eq!(decode_in_ring(&old), Some(Err(DecodeError::Version(5))));
+        // No decoder takes it for a frame.
+        assert_eq!(decode(&f), Err(DecodeError::Kind(IN_RING)));
     }
 
     /// The viewer's receive path keeps an Events frame's records where they arrived.

@@ -144,7 +144,7 @@ fn rank_process_dying_mid_stream_ends_the_stream_and_the_viewer_keeps_its_data()
     }));
     let entry = entry.unwrap();
     assert!(entry.is_alive());
-    let conn = link::connect(&entry).unwrap();
+    let mut conn = link::connect(&entry).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let mut records = 0usize;

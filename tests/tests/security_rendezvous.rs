@@ -224,6 +224,7 @@ fn protocol_mismatch_is_refused_politely() {
             viewer_pid: std::process::id(),
             uid: link::my_uid(),
             data: data_tx,
+            ring: wire::RingOffer::none(),
         })
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();

@@ -14,6 +14,9 @@ ENVIRONMENT:
                        /tmp/ncclprof-<uid>, so a job without XDG_RUNTIME_DIR and a viewer with it
                        (or the reverse) still meet.
   NCCLPROF_MAX_MEMORY  default for --max-memory.
+  NCCLPROF_FRAME_RING_MIB
+                       shared memory offered to each plugin process for its Events frames, in
+                       MiB (default 16; 0: none, every frame crosses the socket).
   NO_COLOR             any non-empty value disables colour (same as --no-color).
   NCCLPROF_PLUGIN      demo: path of libnccl_profiler_ncclprof.so.
   NCCLPROF_SIM         demo: path of the ncclprof-sim binary.

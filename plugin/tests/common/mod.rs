@@ -123,9 +123,9 @@ impl TestViewer {
         let frames = Arc::new(Mutex::new(Vec::new()));
         let closed = Arc::new(Mutex::new(false));
         let (f, c) = (frames.clone(), closed.clone());
-        let data = conn.data;
+        let mut data = conn.data;
         std::thread::spawn(move || {
-            while let Ok(bytes) = data.recv() {
+            while let Some(bytes) = next_frame(&mut data) {
                 f.lock()
                     .unwrap()
                     .push(wire::decode(&bytes).expect("plugin sent a bad frame"));
@@ -331,5 +331,15 @@ impl V6Session {
     pub fn finalize(&self) {
         // SAFETY: the context came from init.
         unsafe { (self.t.finalize)(self.ctx) };
+    }
+}
+
+/// The next frame, `None` once the plugin closed the connection; a frame the ring could not
+/// give is a bug the test reports.
+fn next_frame(data: &mut ncclprof_shared::link::FrameReceiver) -> Option<Vec<u8>> {
+    match data.recv() {
+        Ok(bytes) => Some(bytes),
+        Err(ncclprof_shared::link::RecvError::Closed(_)) => None,
+        Err(e) => panic!("plugin sent a frame the viewer cannot follow: {e}"),
     }
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use ipc_channel::ipc::IpcSender;
-use ncclprof_shared::link;
-use ncclprof_shared::wire::{self, ViewerMsg};
+use ncclprof_shared::link::{self, RecvError};
+use ncclprof_shared::wire::ViewerMsg;
 
 pub use super::ingest::SourceMsg;
 
@@ -144,26 +144,26 @@ fn watch(dir: PathBuf, also: Vec<PathBuf>, tx: Sender<SourceMsg>, stop: Arc<Atom
                         control: conn.control,
                     });
                     let tx2 = tx.clone();
-                    let data = conn.data;
+                    let mut data = conn.data;
                     let _ = std::thread::Builder::new()
                         .name(format!("ncclprof-rx-{pid}"))
                         .spawn(move || {
                             loop {
-                                match data.recv() {
-                                    Ok(bytes) => {
-                                        let msg = match wire::decode_owned(bytes) {
-                                            Ok(frame) => SourceMsg::Frame { src, pid, frame },
-                                            Err(e) => SourceMsg::Bad {
-                                                src,
-                                                pid,
-                                                error: e.to_string(),
-                                            },
-                                        };
-                                        if tx2.send(msg).is_err() {
+                                // An Events frame's records stay where they arrived (the
+                                // frame ring, or the socket's buffer) until ingested.
+                                match data.recv_frame() {
+                                    Ok(frame) => {
+                                        if tx2.send(SourceMsg::Frame { src, pid, frame }).is_err() {
                                             return;
                                         }
                                     }
-                                    Err(_) => {
+                                    Err(RecvError::BadFrame(error)) => {
+                                        let bad = SourceMsg::Bad { src, pid, error };
+                                        if tx2.send(bad).is_err() {
+                                            return;
+                                        }
+                                    }
+                                    Err(RecvError::Closed(_)) => {
                                         let alive = entry.is_alive();
                                         if let Ok(mut a) = active2.lock() {
                                             a.remove(&key);
