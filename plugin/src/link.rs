@@ -158,8 +158,12 @@ pub fn run(p: &'static Plugin, dir: PathBuf, to_drain: Sender<DrainMsg>) {
 
 /// Run an ipc-channel receive, catching a panic: ipc-channel maps every memory object a
 /// message carries, and panics (`assert!`) when that fails (a viewer's frame ring the
-/// process cannot map). Caught here, such a message costs its connection, not the link
-/// thread and with it every later viewer. `None` if it panicked.
+/// process cannot map: our viewer offers at most 64 MiB, so an address-space limit below
+/// that). Caught here, such a message costs its connection, not the link thread and with
+/// it every later viewer. `None` if it panicked. Two limits: the descriptors that message
+/// carried leak (the viewer then waits for a Hello that does not come), and in a debug
+/// build of ipc-channel a drop check on them fires during the unwinding and aborts; the
+/// plugin a job loads is a release build.
 fn ipc_caught<T>(f: impl FnOnce() -> T) -> Option<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }

@@ -2,15 +2,15 @@
 //! large frames. The plugin copies each into memory both processes map, and the viewer
 //! ingests its records where they lie; through the socket the kernel copied every frame in
 //! and out again, with the socket buffers' allocation and accounting on top: 11–13 % of all
-//! CPU at 10 M events/s (BENCHMARKS §2). A copy costs about the same in user space as in the
-//! kernel, so the gain is the copy out that no longer happens. The socket still carries one
-//! small frame per frame in the ring.
+//! CPU at 10 M events/s (BENCHMARKS §2 "Events frames through shared memory"). A copy costs
+//! about the same in user space as in the kernel, so the gain is the copy out that no longer
+//! happens. The socket still carries one small frame per frame in the ring.
 //!
 //! The viewer makes the ring (a memfd: ipc-channel's `IpcSharedMemory`) and offers it in its
 //! Hello; the plugin maps it. One writer (the plugin's sender thread), one reader (the
 //! viewer's receiving thread for that plugin). Positions count the bytes of an endless
 //! stream; a frame lies whole at `position % capacity` (one that would straddle the end
-//! starts at 0 instead, and the bytes skipped count as read once a later frame is). For each
+//! starts at 0 instead, and the bytes skipped are given back with that frame). For each
 //! frame it puts in the ring, the plugin sends an [`IN_RING`](crate::wire::IN_RING) frame
 //! on the socket in that frame's place, so frames keep the socket's order and the socket
 //! still tells the viewer when the plugin has gone. The writer publishes how far it has
@@ -20,8 +20,11 @@
 //! Neither side trusts the other's numbers. The read position is the only thing the plugin
 //! reads from the ring after mapping it: one beyond what it wrote reads as "full", and a
 //! frame that finds the ring full goes on the socket as before. The viewer checks every
-//! position it is given against the ring's bounds and the published write position
-//! ([`RingError`]). What neither side can check is the memory itself: ipc-channel's memfd
+//! position it is given: aligned, inside the ring, written (the published write position),
+//! in order, and clear of every frame it still holds ([`RingError`]). What it reads in place
+//! it trusts the plugin to leave alone until given back, as the protocol says; a plugin that
+//! did not would change the records being ingested, which the viewer takes as they come
+//! (any bit pattern is a record). What neither side can check is the memory itself: ipc-channel's memfd
 //! cannot be sealed, so a process that shrank it would make the other's next copy fault
 //! (SIGBUS). Only the two ends hold it: the viewer, which checked that the plugin's entry
 //! and socket are the user's own, and the plugin, which accepts viewers on a socket in a
@@ -51,8 +54,9 @@ const READ_AT: usize = 128;
 const ALIGN: u64 = 16;
 
 /// The ring a viewer offers by default: 16 MiB holds 85 full Events frames, about 80 ms of
-/// a 2 M events/s process, for the frames waiting to be ingested while the viewer draws
-/// (its queue holds 128); a frame that finds it full takes the socket.
+/// a 2 M events/s process, for the frames waiting to be ingested while the viewer draws (its
+/// queue, shared by every process it watches, holds 128 frames: more than that when they are
+/// full); a frame that finds the ring full takes the socket.
 pub const DEFAULT_BYTES: usize = 16 << 20;
 /// The smallest ring the plugin uses: two of the largest frames.
 pub const MIN_BYTES: usize = HEADER + 2 * MAX_FRAME;
@@ -118,9 +122,13 @@ pub enum RingError {
     )]
     Unwritten { at: u64, len: u64, written: u64 },
     #[error(
-        "frame ring: the plugin pointed at {at}, behind what was read ({read}): frames out of order"
+        "frame ring: the plugin pointed at {at}, behind the last frame taken (ending at {taken}): frames out of order"
     )]
-    Behind { at: u64, read: u64 },
+    Behind { at: u64, taken: u64 },
+    #[error(
+        "frame ring: the plugin pointed at {len} bytes at {at}, over frames the viewer still holds (given back up to {released})"
+    )]
+    Overrun { at: u64, len: u64, released: u64 },
     #[error("frame ring: the plugin pointed into a ring this viewer did not offer")]
     NoRing,
 }
@@ -148,6 +156,8 @@ struct Held {
     first: u64,
     /// Each frame's end in the ring (rounded up), and whether it was released.
     frames: VecDeque<(u64, bool)>,
+    /// The read position published: everything before it was given back.
+    released_to: u64,
 }
 
 impl ReaderShared {
@@ -166,6 +176,7 @@ impl ReaderShared {
             read = Some(end);
         }
         if let Some(read) = read {
+            held.released_to = read;
             self.ring.read_position().store(read, Ordering::Release);
         }
     }
@@ -220,6 +231,7 @@ impl RingReader {
             held: Mutex::new(Held {
                 first: 0,
                 frames: VecDeque::new(),
+                released_to: 0,
             }),
         });
         (
@@ -238,7 +250,12 @@ impl RingReader {
         let capacity = ring.capacity;
         let offset = at % capacity;
         let outside = RingError::Outside { at, len, capacity };
-        if len == 0 || len > MAX_FRAME as u64 || offset + len > capacity {
+        // Frames start aligned (records are read in place), whole inside the ring.
+        if len == 0
+            || len > MAX_FRAME as u64
+            || offset + len > capacity
+            || !at.is_multiple_of(ALIGN)
+        {
             return Err(outside);
         }
         let end = at
@@ -248,7 +265,7 @@ impl RingReader {
         if at < self.next {
             return Err(RingError::Behind {
                 at,
-                read: self.next,
+                taken: self.next,
             });
         }
         // The plugin published its write position after copying the frame in (Release).
@@ -256,15 +273,20 @@ impl RingReader {
         if end > written {
             return Err(RingError::Unwritten { at, len, written });
         }
+        let mut held = self.shared.held.lock().unwrap_or_else(|e| e.into_inner());
+        // Within a ring's length of what was given back: clear of every frame still held.
+        if end - held.released_to > capacity {
+            return Err(RingError::Overrun {
+                at,
+                len,
+                released: held.released_to,
+            });
+        }
         self.next = round_up(end);
+        held.frames.push_back((self.next, false));
+        drop(held);
         let seq = self.seq;
         self.seq += 1;
-        self.shared
-            .held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .frames
-            .push_back((self.next, false));
         Ok(RingFrame {
             shared: self.shared.clone(),
             offset: offset as usize,
@@ -273,7 +295,8 @@ impl RingReader {
         })
     }
 
-    /// [`take`](Self::take), copied out and released at once.
+    /// [`take`](Self::take), copied out and released (given back once every frame taken
+    /// before it is).
     pub fn take_copy(&mut self, at: u64, len: u64) -> Result<Vec<u8>, RingError> {
         Ok(self.take(at, len)?.bytes().to_vec())
     }
@@ -430,6 +453,71 @@ mod tests {
         let fd = r.take(d.0, d.1).unwrap();
         drop(r);
         assert_eq!(fd.bytes(), &f[..]);
+    }
+
+    /// Frames held at random and given back in random order: the plugin never writes over
+    /// one still held, and refuses only while held frames leave no room.
+    #[test]
+    fn frames_still_held_are_never_written_over() {
+        let (mut r, mut w) = pair(MIN_BYTES);
+        let capacity = w.ring.capacity;
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut held: Vec<(RingFrame, u8)> = Vec::new();
+        let (mut refused, mut taken) = (0, 0);
+        for i in 0..3_000u64 {
+            if rand() % 3 != 0 {
+                let n = 1 + (rand() % (capacity * 30 / 100)) as usize;
+                let tag = i as u8;
+                match w.put(&frame(n, tag)) {
+                    Some((at, len)) => {
+                        held.push((r.take(at, len).unwrap(), tag));
+                        taken += 1;
+                    }
+                    None => refused += 1,
+                }
+            } else if !held.is_empty() {
+                let k = (rand() % held.len() as u64) as usize;
+                held.swap_remove(k);
+            }
+            for (f, tag) in &held {
+                assert_eq!(
+                    f.bytes(),
+                    &frame(f.bytes().len(), *tag)[..],
+                    "a held frame changed"
+                );
+            }
+        }
+        assert!(
+            refused > 20 && taken > 500,
+            "{refused} refused, {taken} taken"
+        );
+    }
+
+    /// The viewer's check: a frame that would overlap frames it still holds is refused, even
+    /// if a plugin (ignoring the read position) wrote it there.
+    #[test]
+    fn the_reader_refuses_a_frame_over_frames_it_holds() {
+        let (mut r, mut w) = pair(MIN_BYTES);
+        let capacity = w.ring.capacity;
+        let f = frame(MAX_FRAME, 6);
+        let a = w.put(&f).unwrap();
+        let held = r.take(a.0, a.1).unwrap();
+        // A ring's length later: the same bytes as the frame held.
+        let over = a.0 + capacity;
+        w.ring.write_position().store(over + a.1, Ordering::Release);
+        assert!(matches!(r.take(over, a.1), Err(RingError::Overrun { .. })));
+        // Unaligned, it is refused before anything else.
+        assert!(matches!(
+            r.take(a.0 + a.1 + 8, 64),
+            Err(RingError::Outside { .. })
+        ));
+        assert_eq!(held.bytes(), &f[..]);
     }
 
     #[test]

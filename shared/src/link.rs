@@ -433,15 +433,15 @@ enum Next {
     Ring(crate::frame_ring::RingFrame),
 }
 
-/// Why [`FrameReceiver::recv`] returned no frame.
+/// Why [`FrameReceiver::recv`] or [`FrameReceiver::recv_frame`] returned no frame.
 #[derive(Debug, thiserror::Error)]
 pub enum RecvError {
     /// The plugin closed the connection (it left, or dropped this viewer), or the socket
     /// failed: nothing more will come.
     #[error("connection closed: {0}")]
     Closed(ipc_channel::IpcError),
-    /// An [`IN_RING`](crate::wire::IN_RING) frame that could not be followed; the
-    /// connection goes on.
+    /// An [`IN_RING`](crate::wire::IN_RING) frame that could not be followed, or (from
+    /// `recv_frame`) a frame that does not decode; the connection goes on.
     #[error("{0}")]
     BadFrame(String),
 }
@@ -523,16 +523,39 @@ impl FrameReceiver {
     }
 }
 
-/// Whether this process can make a memfd now (not out of file descriptors or memory).
-fn memfd_available() -> bool {
-    // SAFETY: a NUL-terminated name and valid flags; the descriptor is closed at once.
+/// Whether ipc-channel can make and send a ring of `bytes` now. It asserts on every failure
+/// (a viewer's thread would die of it, and a caught panic would still run the terminal's
+/// panic hook): so ask first whether the file size limit allows the memfd (`ftruncate` fails
+/// with EFBIG, after a SIGXFSZ, under `ulimit -f`) and whether the descriptors it takes (the
+/// memfd, the clone's and the send's duplicates) are there.
+fn memfd_available(bytes: usize) -> bool {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid resource and a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } != 0
+        || (lim.rlim_cur != libc::RLIM_INFINITY && lim.rlim_cur < bytes as libc::rlim_t)
+    {
+        return false;
+    }
+    // SAFETY: a NUL-terminated name and valid flags.
     let fd = unsafe { libc::memfd_create(c"ncclprof-probe".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
         return false;
     }
+    let dups = (0..2).all(|_| {
+        // SAFETY: `fd` is ours and open.
+        let d = unsafe { libc::dup(fd) };
+        if d >= 0 {
+            // SAFETY: `d` is ours and open, closed once.
+            unsafe { libc::close(d) };
+        }
+        d >= 0
+    });
     // SAFETY: `fd` is ours and open.
     unsafe { libc::close(fd) };
-    true
+    dups
 }
 
 /// The frame ring's size a viewer offers: [`RING_MIB_ENV`](crate::frame_ring::RING_MIB_ENV)
@@ -626,7 +649,12 @@ pub fn connect_with_ring(
     let (ring, offer) = match ring_bytes {
         // ipc-channel panics where the kernel refuses a memfd: ask the kernel first, and
         // offer no ring (every frame on the socket) to one that refuses.
-        bytes if bytes > 0 && memfd_available() => {
+        bytes
+            if bytes > 0
+                && memfd_available(
+                    bytes.clamp(crate::frame_ring::MIN_BYTES, crate::frame_ring::MAX_BYTES),
+                ) =>
+        {
             let (ring, offer) = crate::frame_ring::RingReader::new(bytes);
             (Some(ring), crate::wire::RingOffer(offer))
         }

@@ -15,8 +15,9 @@ ENVIRONMENT:
                        (or the reverse) still meet.
   NCCLPROF_MAX_MEMORY  default for --max-memory.
   NCCLPROF_FRAME_RING_MIB
-                       shared memory offered to each plugin process for its Events frames, in
-                       MiB (default 16; 0: none, every frame crosses the socket).
+                       shared memory offered to each plugin process for its frames of 4 KiB
+                       or more (the Events frames, read there in place), in MiB: default 16,
+                       0 for none (every frame crosses the socket), at least 0.4 and at most 64.
   NO_COLOR             any non-empty value disables colour (same as --no-color).
   NCCLPROF_PLUGIN      demo: path of libnccl_profiler_ncclprof.so.
   NCCLPROF_SIM         demo: path of the ncclprof-sim binary.
