@@ -35,7 +35,7 @@
 //! bytes of data.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ipc_channel::ipc::IpcSharedMemory;
@@ -147,6 +147,37 @@ struct ReaderShared {
     ring: Mapped,
     /// The frames taken and not yet released, oldest first.
     held: Mutex<Held>,
+    /// Bytes of [`BUDGET_BYTES`] this ring holds (0 for a ring made outside the budget).
+    granted: usize,
+}
+
+impl Drop for ReaderShared {
+    fn drop(&mut self) {
+        HELD_BYTES.fetch_sub(self.granted, Ordering::Relaxed);
+    }
+}
+
+/// The most ring memory one viewer holds over all its connections. The viewer writes every
+/// page of a ring it makes (ipc-channel fills it), so a viewer watching many processes would
+/// hold 16 MiB for each: past this budget a connection gets a smaller ring, or none.
+pub const BUDGET_BYTES: usize = 256 << 20;
+/// Ring bytes this process holds within [`BUDGET_BYTES`].
+static HELD_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Take up to `bytes` of the budget: what was granted, 0 when less than [`MIN_BYTES`] is left.
+fn grant(bytes: usize) -> usize {
+    let mut held = HELD_BYTES.load(Ordering::Relaxed);
+    loop {
+        let g = bytes.min(BUDGET_BYTES.saturating_sub(held));
+        if g < MIN_BYTES {
+            return 0;
+        }
+        match HELD_BYTES.compare_exchange_weak(held, held + g, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => return g,
+            Err(now) => held = now,
+        }
+    }
 }
 
 /// Frames taken, oldest first: the ring's bytes go back to the plugin in that order, so a
@@ -212,7 +243,19 @@ impl RingReader {
     /// and the handle to offer the plugin in Hello. (ipc-channel panics if the kernel refuses
     /// a memfd: a viewer out of file descriptors.)
     pub fn new(bytes: usize) -> (RingReader, IpcSharedMemory) {
-        let bytes = bytes.clamp(MIN_BYTES, MAX_BYTES);
+        Self::make(bytes.clamp(MIN_BYTES, MAX_BYTES), 0)
+    }
+
+    /// [`new`](Self::new), within this process's [`BUDGET_BYTES`] over every ring it holds:
+    /// smaller than `bytes` when less is left, `None` when not even [`MIN_BYTES`] is.
+    pub fn within_budget(bytes: usize) -> Option<(RingReader, IpcSharedMemory)> {
+        match grant(bytes.clamp(MIN_BYTES, MAX_BYTES)) {
+            0 => None,
+            g => Some(Self::make(g, g)),
+        }
+    }
+
+    fn make(bytes: usize, granted: usize) -> (RingReader, IpcSharedMemory) {
         let capacity = ((bytes - HEADER) as u64) / ALIGN * ALIGN;
         let mut mem = IpcSharedMemory::from_byte(0, bytes);
         // SAFETY: nobody else maps this memory yet; the slice ends before `mem` moves.
@@ -233,6 +276,7 @@ impl RingReader {
                 frames: VecDeque::new(),
                 released_to: 0,
             }),
+            granted,
         });
         (
             RingReader {
@@ -642,6 +686,36 @@ mod tests {
             assert!(r.take(at, 64).is_err(), "{at}");
         }
         assert_eq!(r.take_copy(at, len).unwrap(), f);
+    }
+
+    /// Rings made within the budget share it: past it a ring is smaller, then none, and a
+    /// ring's bytes come back when it and its frames are gone. (The only test that takes
+    /// from the budget: tests run in parallel in one process.)
+    #[test]
+    fn rings_within_the_budget_share_it_and_give_it_back() {
+        let n = BUDGET_BYTES / DEFAULT_BYTES;
+        let mut rings: Vec<_> = (0..n)
+            .map(|_| RingReader::within_budget(DEFAULT_BYTES).expect("within the budget"))
+            .collect();
+        assert!(
+            RingReader::within_budget(DEFAULT_BYTES).is_none(),
+            "budget spent"
+        );
+        let (mut r, offer) = rings.pop().unwrap();
+        let mut w = RingWriter::new(offer).unwrap();
+        let (at, len) = w.put(&frame(100, 1)).unwrap();
+        let held = r.take(at, len).unwrap();
+        drop(r);
+        assert!(
+            RingReader::within_budget(DEFAULT_BYTES).is_none(),
+            "a frame keeps its ring"
+        );
+        drop(held);
+        let (smaller, _) = RingReader::within_budget(DEFAULT_BYTES + MAX_BYTES).unwrap();
+        assert_eq!(smaller.shared.granted, DEFAULT_BYTES, "what was left");
+        drop(smaller);
+        drop(rings);
+        assert_eq!(HELD_BYTES.load(Ordering::Relaxed), 0);
     }
 
     #[test]

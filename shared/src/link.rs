@@ -655,8 +655,11 @@ pub fn connect_with_ring(
                     bytes.clamp(crate::frame_ring::MIN_BYTES, crate::frame_ring::MAX_BYTES),
                 ) =>
         {
-            let (ring, offer) = crate::frame_ring::RingReader::new(bytes);
-            (Some(ring), crate::wire::RingOffer(offer))
+            // Within the viewer's budget over all its rings: smaller, or none, past it.
+            match crate::frame_ring::RingReader::within_budget(bytes) {
+                Some((ring, offer)) => (Some(ring), crate::wire::RingOffer(offer)),
+                None => (None, crate::wire::RingOffer::none()),
+            }
         }
         _ => (None, crate::wire::RingOffer::none()),
     };

@@ -17,7 +17,8 @@ ENVIRONMENT:
   NCCLPROF_FRAME_RING_MIB
                        shared memory offered to each plugin process for its frames of 4 KiB
                        or more (the Events frames, read there in place), in MiB: default 16,
-                       0 for none (every frame crosses the socket), at least 0.4 and at most 64.
+                       0 for none (every frame crosses the socket), at least 0.4 and at most 64;
+                       256 MiB over all processes, later ones getting smaller rings or none.
   NO_COLOR             any non-empty value disables colour (same as --no-color).
   NCCLPROF_PLUGIN      demo: path of libnccl_profiler_ncclprof.so.
   NCCLPROF_SIM         demo: path of the ncclprof-sim binary.
