@@ -340,8 +340,10 @@ impl RingReader {
     }
 
     /// [`take`](Self::take), copied out and released (given back once every frame taken
-    /// before it is).
-    pub fn take_copy(&mut self, at: u64, len: u64) -> Result<Vec<u8>, RingError> {
+    /// before it is). For tests: the viewer reads frames in place, or copies them out with
+    /// the `RingFrame` it took.
+    #[cfg(test)]
+    pub(crate) fn take_copy(&mut self, at: u64, len: u64) -> Result<Vec<u8>, RingError> {
         Ok(self.take(at, len)?.bytes().to_vec())
     }
 }
@@ -436,6 +438,16 @@ mod tests {
         f
     }
 
+    /// A deterministic pseudo-random sequence (xorshift64) from `seed`.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     /// A writer on the memory the reader offered, as the plugin gets it.
     fn pair(bytes: usize) -> (RingReader, RingWriter) {
         let (reader, offer) = RingReader::new(bytes);
@@ -505,17 +517,11 @@ mod tests {
     fn frames_still_held_are_never_written_over() {
         let (mut r, mut w) = pair(MIN_BYTES);
         let capacity = w.ring.capacity;
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rand = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rand = xorshift(0x2545_f491_4f6c_dd1du64);
         let mut held: Vec<(RingFrame, u8)> = Vec::new();
         let (mut refused, mut taken) = (0, 0);
         for i in 0..3_000u64 {
-            if rand() % 3 != 0 {
+            if !rand().is_multiple_of(3) {
                 let n = 1 + (rand() % (capacity * 30 / 100)) as usize;
                 let tag = i as u8;
                 match w.put(&frame(n, tag)) {
@@ -632,16 +638,10 @@ mod tests {
         let (mut r, mut w) = pair(MIN_BYTES);
         let capacity = w.ring.capacity;
         let mut queue: std::collections::VecDeque<((u64, u64), Vec<u8>)> = Default::default();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rand = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rand = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let (mut refused, mut straddled) = (0, 0);
         for i in 0..4_000u64 {
-            if rand() % 3 != 0 {
+            if !rand().is_multiple_of(3) {
                 let n = 1 + (rand() % (capacity * 45 / 100)) as usize;
                 let f = frame(n.min(MAX_FRAME), i as u8);
                 match w.put(&f) {
