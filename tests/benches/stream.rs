@@ -106,14 +106,11 @@ fn main() {
         println!("stream: bench");
         return;
     }
-    // The allocator settings `ncclprof-tui` starts with (tui/src/main.rs), for the viewer half
-    // of this process (`STREAM_DEFAULT_MALLOC=1` to compare without them).
+    // The allocator settings `ncclprof-tui` starts with, for the viewer half of this process
+    // (`STREAM_DEFAULT_MALLOC=1` to compare without them).
     if std::env::var_os("STREAM_DEFAULT_MALLOC").is_none() {
-        // SAFETY: mallopt before any other thread exists.
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
-        }
+        // SAFETY: first thing in main, before any other thread exists.
+        unsafe { ncclprof_tui::tune_allocator() };
     }
     // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) one short rate.
     let quick = !std::env::args().any(|a| a == "--bench");

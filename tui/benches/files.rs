@@ -400,6 +400,9 @@ fn file_size(p: &Path) -> u64 {
 }
 
 fn main() {
+    // The viewer's allocator settings, as `ncclprof-tui` starts with them.
+    // SAFETY: first thing in main, before any other thread exists.
+    unsafe { ncclprof_tui::tune_allocator() };
     // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) 10 000 events.
     let quick = !std::env::args().any(|a| a == "--bench");
     let total: usize = env("FILES_EVENTS").unwrap_or(if quick { 10_000 } else { 1_000_000 });

@@ -50,6 +50,9 @@ fn thread_cpu_ms() -> f64 {
 }
 
 fn main() {
+    // The viewer's allocator settings, as `ncclprof-tui` starts with them.
+    // SAFETY: first thing in main, before any other thread exists.
+    unsafe { ncclprof_tui::tune_allocator() };
     // `cargo bench` passes `--bench`; without it (`cargo test --bench '*'`, CI) a small store
     // and a few frames.
     let quick = !std::env::args().any(|a| a == "--bench");

@@ -266,6 +266,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    // The viewer's allocator settings, as `ncclprof-tui` starts with them.
+    // SAFETY: first thing in main, before any other thread exists.
+    unsafe { ncclprof_tui::tune_allocator() };
     if std::env::args().any(|a| a == "--list") {
         println!("ingest: bench");
         return;
