@@ -169,29 +169,40 @@ fn the_viewer_names_the_rank_absent_from_a_hung_allreduce() {
         "test".into(),
     );
     let mut fx = ncclprof_tui::event_loop::Effects::new(false);
-    let mut last = None;
+    // What the test checks of the latest hang summary, copied out: the summary borrows the
+    // store, which the next turn changes.
+    #[derive(Debug)]
+    struct Seen {
+        not_started: Vec<ncclprof_tui::model::query::NotStarted>,
+        /// (ranks_in, ranks, unknown, more)
+        counts: (usize, usize, usize, usize),
+        /// The named op's function and seq.
+        op: (String, u64),
+    }
+    let mut last: Option<Seen> = None;
     let named = ncclprof_tests::wait_for(Duration::from_secs(30), || {
         ncclprof_tui::event_loop::ingest_turn(&mut app, &live, &mut fx);
         let st = &app.store;
         last = (0..st.comms.len())
             .filter_map(|c| st.hang_summary(c, &st.lane_rows(c)))
-            .next();
+            .next()
+            .map(|h| Seen {
+                not_started: h.not_started.clone(),
+                counts: (h.ranks_in, h.ranks, h.unknown, h.more),
+                op: (h.op.func.to_string(), h.op.row.seq),
+            });
         // Rank 2 named, and each of the three others' op judged hung in turn (their kernels
         // started up to a few ms apart, their summaries come every ~60 ms: the first two can
         // be judged before the third).
         last.as_ref()
-            .is_some_and(|h| !h.not_started.is_empty() && h.more == 2)
+            .is_some_and(|h| !h.not_started.is_empty() && h.counts.3 == 2)
     });
     let h = last.expect("no hang seen");
     assert!(named, "no rank named: {h:?}");
     assert_eq!(h.not_started.len(), 1, "{h:?}");
     assert_eq!(h.not_started[0].rank, 2, "{h:?}");
-    assert_eq!(
-        (h.ranks_in, h.ranks, h.unknown, h.more),
-        (3, 4, 0, 2),
-        "{h:?}"
-    );
-    assert_eq!((&*h.op.func, h.op.row.seq), ("AllReduce", 5), "{h:?}");
+    assert_eq!(h.counts, (3, 4, 0, 2), "{h:?}");
+    assert_eq!((h.op.0.as_str(), h.op.1), ("AllReduce", 5), "{h:?}");
     // Its last AllReduce was the one before.
     assert_eq!(h.not_started[0].last.map(|(seq, _)| seq), Some(4), "{h:?}");
     // And the timeline says so.

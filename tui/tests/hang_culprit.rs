@@ -51,7 +51,7 @@ fn banner(st: Store, height: u16) -> String {
         .to_string()
 }
 
-fn summary(st: &Store) -> ncclprof_tui::model::query::HangSummary {
+fn summary(st: &Store) -> ncclprof_tui::model::query::HangSummary<'_> {
     st.hang_summary(0, &st.lane_rows(0)).expect("a hang")
 }
 

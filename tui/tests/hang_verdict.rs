@@ -58,7 +58,7 @@ fn deep_queue(t: u64, done: std::ops::Range<u64>) -> Store {
     st
 }
 
-fn open_of_rank0(st: &Store) -> Vec<OpenView> {
+fn open_of_rank0(st: &Store) -> Vec<OpenView<'_>> {
     let rows = st.lane_rows(0);
     let row = rows.iter().find(|r| r.rank == 0).expect("rank 0 row");
     st.open_ops(0, row)

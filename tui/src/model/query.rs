@@ -6,7 +6,7 @@ use ncclprof_shared::kind::{EventKind, StepPhase};
 
 use super::analysis;
 use super::store::{
-    CommGroup, Kernel, LaneKey, Op, OpenRow, Proc, ProcState, ProxyOp, Step, Store,
+    CommGroup, FxBuild, Kernel, LaneKey, Op, OpenRow, Proc, ProcState, ProxyOp, Step, Store,
 };
 
 /// Most steps per lane the proxy breakdown reads per frame before sampling.
@@ -54,11 +54,18 @@ pub struct OpDetail {
     pub peer_or_root: u32,
 }
 
-/// An in-flight op with its hang verdict.
+/// A function's peer medians ([`Store::peer_medians`]): recent run time, and time from
+/// start to end.
+type Medians = (Option<u64>, Option<u64>);
+
+/// An in-flight op with its hang verdict, borrowing the op and its function's name from the
+/// store: a hung 64-rank job lists 32 768 ops, judged every frame, and each was copied (its
+/// per-channel step counts are a `Vec`) with its name's `Arc` (BENCHMARKS §4, "A hung job's
+/// deep queue, judged without copies").
 #[derive(Debug, Clone)]
-pub struct OpenView {
-    pub row: OpenRow,
-    pub func: std::sync::Arc<str>,
+pub struct OpenView<'a> {
+    pub row: &'a OpenRow,
+    pub func: &'a str,
     /// Time since its start (enqueue).
     pub age_ns: u64,
     /// Time since it started to run; None while it has not (queued behind others on the
@@ -82,10 +89,10 @@ pub struct OpenView {
 /// so clock skew or ops with unknown ends do not matter), and its lane exists. Any rank that
 /// cannot be judged so is counted in `unknown`, never named.
 #[derive(Debug, Clone)]
-pub struct HangSummary {
+pub struct HangSummary<'a> {
     /// Rank of the oldest hung op, and the op.
     pub rank: i32,
-    pub op: OpenView,
+    pub op: OpenView<'a>,
     /// Hung ops besides it, over every rank of the communicator.
     pub more: usize,
     /// Ranks with the oldest hung op's collective in flight (hung or not), of `ranks` seen;
@@ -288,13 +295,13 @@ impl Store {
     /// against its peers' times from start to end, and only the oldest (the others wait
     /// behind it): an op waiting for the GPU to finish the work before it (PyTorch enqueues
     /// ahead) is not hung while its peers waited as long.
-    pub fn open_ops(&self, comm: usize, row: &LaneRow) -> Vec<OpenView> {
+    pub fn open_ops(&self, comm: usize, row: &LaneRow) -> Vec<OpenView<'_>> {
         self.open_ops_with(comm, row, &mut HashMap::new())
     }
 
     /// [`Store::open_ops`] of every row, the peers' medians computed once per function (they
     /// are the communicator's, the same for every row).
-    pub fn open_ops_of_rows(&self, comm: usize, rows: &[LaneRow]) -> Vec<Vec<OpenView>> {
+    pub fn open_ops_of_rows(&self, comm: usize, rows: &[LaneRow]) -> Vec<Vec<OpenView<'_>>> {
         let mut medians = HashMap::new();
         rows.iter()
             .map(|r| self.open_ops_with(comm, r, &mut medians))
@@ -302,37 +309,42 @@ impl Store {
     }
 
     /// `medians`: peer medians by function name, filled as needed.
-    fn open_ops_with(
-        &self,
+    fn open_ops_with<'a>(
+        &'a self,
         comm: usize,
         row: &LaneRow,
-        medians: &mut HashMap<String, (Option<u64>, Option<u64>)>,
-    ) -> Vec<OpenView> {
+        medians: &mut HashMap<&'a str, Medians>,
+    ) -> Vec<OpenView<'a>> {
         let p = &self.procs[row.key.proc];
         let now = self.open_now(p);
+        // The row's lane, looked up once for all its ops (a deep queue lists 512).
+        let in_row = self.open_check(row.key);
         let mut open: Vec<&OpenRow> = p
             .open_ops
             .iter()
             .filter(|o| o.comm == row.key.comm && (o.rank == row.rank || o.rank < 0))
-            .filter(|o| self.still_open(row.key.proc, o))
+            .filter(|o| {
+                if self.open_lane_key(row.key.proc, o) == row.key {
+                    in_row.is_open(o)
+                } else {
+                    self.still_open(row.key.proc, o)
+                }
+            })
             .collect();
         open.sort_by_key(|o| (o.start, o.seq));
-        // Medians once per function: a deep queue lists hundreds of ops of one function.
-        // One shared name per function: a deep queue lists hundreds of ops of one.
-        let mut names: HashMap<u16, std::sync::Arc<str>> = HashMap::new();
+        // A deep queue lists hundreds of ops of one function: its name and its peers'
+        // medians are looked up once per function id, not hashed by name for each op.
+        let mut funcs: HashMap<u16, (&'a str, Medians), FxBuild> = HashMap::default();
         open.into_iter()
             .enumerate()
             .map(|(i, o)| {
-                let func = names
-                    .entry(o.func)
-                    .or_insert_with(|| p.string(o.func).into())
-                    .clone();
-                let (med_run, med_total) = match medians.get(&*func) {
-                    Some(m) => *m,
-                    None => *medians
-                        .entry(func.to_string())
-                        .or_insert_with(|| self.peer_medians(comm, &func)),
-                };
+                let (func, (med_run, med_total)) = *funcs.entry(o.func).or_insert_with(|| {
+                    let name = p.string(o.func);
+                    let m = *medians
+                        .entry(name)
+                        .or_insert_with(|| self.peer_medians(comm, name));
+                    (name, m)
+                });
                 let age = now.saturating_sub(o.start);
                 let running = (o.exec_start > 0).then(|| now.saturating_sub(o.exec_start));
                 let (hung, med) = match running {
@@ -340,7 +352,7 @@ impl Store {
                     None => (i == 0 && analysis::is_hung(age, med_total), med_total),
                 };
                 OpenView {
-                    row: o.clone(),
+                    row: o,
                     func,
                     age_ns: age,
                     running_ns: running,
@@ -399,12 +411,16 @@ impl Store {
 
     /// The hung ops of a communicator over all its ranks (not only those on screen), and for
     /// the oldest one's collective the ranks that have not started it ([`HangSummary`]).
-    pub fn hang_summary(&self, comm: usize, rows: &[LaneRow]) -> Option<HangSummary> {
+    pub fn hang_summary(&self, comm: usize, rows: &[LaneRow]) -> Option<HangSummary<'_>> {
         self.hang_summary_of(rows, &self.open_ops_of_rows(comm, rows))
     }
 
     /// [`Store::hang_summary`] from the rows' open ops ([`Store::open_ops_of_rows`]).
-    pub fn hang_summary_of(&self, rows: &[LaneRow], open: &[Vec<OpenView>]) -> Option<HangSummary> {
+    pub fn hang_summary_of<'a>(
+        &'a self,
+        rows: &[LaneRow],
+        open: &[Vec<OpenView<'a>>],
+    ) -> Option<HangSummary<'a>> {
         let (rank, op) = rows
             .iter()
             .zip(open)
@@ -428,7 +444,7 @@ impl Store {
             gone: Vec::new(),
             unknown: 0,
         };
-        let func: &str = &op.func;
+        let func: &str = op.func;
         let (seq, start) = (op.row.seq, op.row.start);
         let coll = EventKind::Coll as u8;
         // Only a collective involves every rank; a name not known cannot be matched.
@@ -437,10 +453,7 @@ impl Store {
         }
         summary.ranks_in = 0;
         for (r, ops) in rows.iter().zip(open) {
-            let mine = || {
-                ops.iter()
-                    .filter(|o| o.row.kind == coll && &*o.func == func)
-            };
+            let mine = || ops.iter().filter(|o| o.row.kind == coll && o.func == func);
             if mine().any(|o| o.row.seq == seq) {
                 summary.ranks_in += 1;
                 continue;
@@ -476,7 +489,7 @@ impl Store {
             let judged = p.open_at >= start
                 && p.open_at.saturating_add(1_000_000_000) >= now
                 && p.open_ops.len() >= p.open_total as usize
-                && ops.iter().all(|o| !o.func.is_empty() && &*o.func != "?")
+                && ops.iter().all(|o| !o.func.is_empty() && o.func != "?")
                 && p.active
                 && p.mask & EventKind::Coll.bit() != 0
                 && p.dropped() == 0
@@ -493,7 +506,7 @@ impl Store {
             if last.is_some_and(|(q, _)| q >= seq) {
                 continue; // ran it (or a later one)
             }
-            let busy_in = ops.first().map(|o| (o.func.clone(), o.row.kind, o.row.seq));
+            let busy_in = ops.first().map(|o| (o.func.into(), o.row.kind, o.row.seq));
             summary.not_started.push(NotStarted {
                 rank: r.rank,
                 last,

@@ -838,6 +838,30 @@ pub struct OpenRow {
     pub oldest_step: Option<ncclprof_shared::wire::OpenStep>,
 }
 
+/// The completed ops of one lane, to tell which ops of an in-flight summary have completed
+/// since it was sent ([`Store::open_check`]).
+pub struct OpenCheck<'a> {
+    ops: Option<&'a Series<Op>>,
+    /// The latest end among them. A completed op ends at or after its start, so an op that
+    /// starts after this has not completed: no search. A hung job's deep queue is all such
+    /// ops (32 768 of them for 64 ranks, each searched for every frame before).
+    latest_end: u64,
+}
+
+impl OpenCheck<'_> {
+    /// Whether `o` (an op in flight on this lane) has no record here yet (same id and start).
+    pub fn is_open(&self, o: &OpenRow) -> bool {
+        let Some(ops) = self.ops else {
+            return true;
+        };
+        if o.start > self.latest_end {
+            return true;
+        }
+        !ops.window(o.start, o.start)
+            .any(|(_, op)| op.id == o.id && op.start == o.start)
+    }
+}
+
 /// One plugin process.
 #[derive(Debug, Clone)]
 pub struct Proc {
@@ -1031,24 +1055,33 @@ impl Store {
     /// the summary comes every 250 ms, and an op it lists may already be here as a record
     /// (same id and start). Such an op is not in flight any more, in a view or a snapshot.
     pub fn still_open(&self, proc: usize, o: &OpenRow) -> bool {
+        self.open_check(self.open_lane_key(proc, o)).is_open(o)
+    }
+
+    /// The lane whose records an op of process `proc`'s in-flight summary would be among:
+    /// its rank's, or, for an op without one (< 0), the process's rank in its communicator.
+    pub fn open_lane_key(&self, proc: usize, o: &OpenRow) -> LaneKey {
         let mut rank = o.rank;
         if rank < 0
             && let Some(c) = self.procs.get(proc).and_then(|p| p.comm(o.comm))
         {
             rank = c.rank;
         }
-        let key = LaneKey {
+        LaneKey {
             proc,
             comm: o.comm,
             rank,
-        };
-        let Some(lane) = self.lane(key) else {
-            return true;
-        };
-        !lane
-            .ops
-            .window(o.start, o.start)
-            .any(|(_, op)| op.id == o.id && op.start == o.start)
+        }
+    }
+
+    /// [`Store::still_open`] for the ops of one lane: the lane looked up once, then asked
+    /// per op ([`OpenCheck::is_open`]).
+    pub fn open_check(&self, key: LaneKey) -> OpenCheck<'_> {
+        let ops = self.lane(key).map(|l| &l.ops);
+        OpenCheck {
+            ops,
+            latest_end: ops.and_then(|s| s.span()).map_or(0, |(_, end)| end),
+        }
     }
 
     /// Record that a communicator rank exists (from Meta).
@@ -1205,6 +1238,76 @@ mod tests {
             p: [7, start + 10, start + 20, start + 30, 4096, 2],
             ..Default::default()
         }
+    }
+
+    /// `open_check(..).is_open` says what the lane's records say, for ops that completed and
+    /// ops that did not, before the lane's latest end (searched) and after it (not searched),
+    /// for an op without a rank (the process's rank in the communicator) and for a lane with
+    /// no records; `still_open` says the same.
+    #[test]
+    fn open_check_agrees_with_the_records() {
+        let mut st = Store::new(64 << 20);
+        let p = st.proc_for(1, 100);
+        st.procs[p].comms.push(CommSeen {
+            index: 0,
+            comm_hash: 7,
+            name: "w".into(),
+            nranks: 2,
+            nnodes: 1,
+            rank: 1,
+            finalized: false,
+        });
+        for (id, start, end) in [(1, 1_000, 5_000), (2, 2_000, 9_000), (3, 10_000, 12_000)] {
+            let r = EventRecord {
+                id,
+                kind: EventKind::Coll as u8,
+                start_ns: start,
+                end_ns: end,
+                comm: 0,
+                rank: 1,
+                ..Default::default()
+            };
+            crate::model::ingest::ingest_record(&mut st, p, &r);
+        }
+        let row = |id: u64, start: u64, rank: i32| OpenRow {
+            comm: 0,
+            rank,
+            kind: EventKind::Coll as u8,
+            id,
+            seq: 0,
+            func: 0,
+            start,
+            exec_start: 0,
+            steps_done: Vec::new(),
+            channels_done: 0,
+            n_channels: 0,
+            oldest_step: None,
+        };
+        let key = LaneKey {
+            proc: p,
+            comm: 0,
+            rank: 1,
+        };
+        let check = st.open_check(key);
+        for (o, open) in [
+            (row(2, 2_000, 1), false),
+            (row(2, 2_000, -1), false),
+            (row(3, 10_000, 1), false),
+            (row(4, 2_000, 1), true),
+            (row(5, 11_000, 1), true),
+            (row(6, 12_001, 1), true),
+        ] {
+            assert_eq!(st.open_lane_key(p, &o), key);
+            assert_eq!(check.is_open(&o), open, "{o:?}");
+            assert_eq!(st.still_open(p, &o), open, "{o:?}");
+        }
+        let elsewhere = row(1, 1_000, 0);
+        assert_ne!(st.open_lane_key(p, &elsewhere), key);
+        assert!(st.still_open(p, &elsewhere));
+        assert!(
+            st.open_check(st.open_lane_key(p, &elsewhere))
+                .is_open(&elsewhere)
+        );
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         // completed since the summary), then the hung ones over the rest, with their tags.
         let open: Vec<_> = open_all[i]
             .iter()
-            .filter(|o| app.passes(&o.func))
+            .filter(|o| app.passes(o.func))
             .map(|o| {
                 let a = col(o.row.start, from, span, tw);
                 let b = col(o.row.start + o.age_ns, from, span, tw)
@@ -133,7 +133,7 @@ pub fn render(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 let (g, st) = if hung {
                     ('▓', th.bad())
                 } else {
-                    ('▒', th.func(&o.func))
+                    ('▒', th.func(o.func))
                 };
                 for c in *a..(*b).min(lo) {
                     if let Some(cell) = buf.cell_mut((x0 + c, y)) {
