@@ -270,11 +270,30 @@ pub struct StatRow {
 
 /// Group samples by function and size bucket.
 pub fn stats<'a>(samples: &[OpSample<'a>], nranks: u32) -> Vec<StatRow> {
-    type Acc<'a> = (Vec<u64>, u64, Vec<&'a str>, Vec<&'a str>);
-    let mut groups: BTreeMap<(&'a str, u64), Acc<'a>> = BTreeMap::new();
+    let mut groups = StatGroups::default();
     for s in samples {
+        groups.add(s);
+    }
+    groups.rows(nranks)
+}
+
+/// Samples grouped by function and size bucket as they come ([`stats`] without the slice of
+/// samples): a frame of the Stats view over a 64-rank window samples 131 072 ops, 8 MiB of
+/// [`OpSample`]s collected first, over the viewer's mmap threshold (`tune_allocator`), so
+/// mapped and faulted in again every frame. A group keeps only the durations (8 bytes each).
+#[derive(Default)]
+pub struct StatGroups<'a> {
+    /// (function, bucket's low bound) → (durations, bytes in all, algorithms, protocols).
+    groups: BTreeMap<(&'a str, u64), StatGroup<'a>>,
+}
+
+type StatGroup<'a> = (Vec<u64>, u64, Vec<&'a str>, Vec<&'a str>);
+
+impl<'a> StatGroups<'a> {
+    pub fn add(&mut self, s: &OpSample<'a>) {
         let b = size_bucket(s.bytes);
-        let g = groups
+        let g = self
+            .groups
             .entry((s.func, b.0))
             .or_insert_with(|| (Vec::new(), 0, Vec::new(), Vec::new()));
         g.0.push(s.dur_ns);
@@ -286,29 +305,33 @@ pub fn stats<'a>(samples: &[OpSample<'a>], nranks: u32) -> Vec<StatRow> {
             g.3.push(s.proto);
         }
     }
-    groups
-        .into_iter()
-        .map(|((func, lo), (mut durs, total_bytes, algos, protos))| {
-            durs.sort_unstable();
-            let n = durs.len();
-            let mean = durs.iter().sum::<u64>() as f64 / n as f64;
-            let mean_bytes = total_bytes as f64 / n as f64;
-            let alg = if mean > 0.0 { mean_bytes / mean } else { 0.0 };
-            StatRow {
-                busbw: busbw(func, nranks, alg),
-                func: func.to_string(),
-                bucket: size_bucket(lo),
-                count: n,
-                p50: percentile(&durs, 0.5),
-                p99: percentile(&durs, 0.99),
-                max: *durs.last().unwrap_or(&0),
-                mean,
-                algbw: alg,
-                algos: algos.into_iter().map(str::to_string).collect(),
-                protos: protos.into_iter().map(str::to_string).collect(),
-            }
-        })
-        .collect()
+
+    /// One row per group, by function then size.
+    pub fn rows(self, nranks: u32) -> Vec<StatRow> {
+        self.groups
+            .into_iter()
+            .map(|((func, lo), (mut durs, total_bytes, algos, protos))| {
+                durs.sort_unstable();
+                let n = durs.len();
+                let mean = durs.iter().sum::<u64>() as f64 / n as f64;
+                let mean_bytes = total_bytes as f64 / n as f64;
+                let alg = if mean > 0.0 { mean_bytes / mean } else { 0.0 };
+                StatRow {
+                    busbw: busbw(func, nranks, alg),
+                    func: func.to_string(),
+                    bucket: size_bucket(lo),
+                    count: n,
+                    p50: percentile(&durs, 0.5),
+                    p99: percentile(&durs, 0.99),
+                    max: *durs.last().unwrap_or(&0),
+                    mean,
+                    algbw: alg,
+                    algos: algos.into_iter().map(str::to_string).collect(),
+                    protos: protos.into_iter().map(str::to_string).collect(),
+                }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -24,8 +24,9 @@ pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
     let s = &app.store;
     let (from, to) = app.window();
     let rows = s.lane_rows(app.comm);
-    // Strings are borrowed from the store: no allocation per op.
-    let mut samples: Vec<OpSample<'_>> = Vec::new();
+    // Strings are borrowed from the store: no allocation per op; each sample goes into its
+    // group as it is read, not into a slice of every sample first.
+    let mut groups = analysis::StatGroups::default();
     let mut nranks = 1;
     let mut sampled = 1;
     for r in &rows {
@@ -47,7 +48,7 @@ pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
             if !app.passes(func) {
                 continue;
             }
-            samples.push(OpSample {
+            groups.add(&OpSample {
                 func,
                 bytes: analysis::op_bytes(func, p.string(o.strings[1]), o.count, n),
                 dur_ns: exec_time(&o),
@@ -56,7 +57,7 @@ pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
             });
         }
     }
-    let mut out = analysis::stats(&samples, nranks);
+    let mut out = groups.rows(nranks);
     if sampled > 1 {
         for r in &mut out {
             r.count *= sampled;
