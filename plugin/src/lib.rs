@@ -67,6 +67,9 @@ pub struct Plugin {
     /// What this process's rendezvous entry says ([`link::Published`]); held by whoever
     /// writes the entry.
     pub published: Mutex<link::Published>,
+    /// A communicator was created since the entry was last written: the drain writes it
+    /// again ([`link::republish_if_stale`]), off NCCL's thread and once for a burst of them.
+    pub entry_stale: AtomicBool,
     pub dump_prefix: Mutex<Option<String>>,
     pub to_drain: Mutex<Option<crossbeam_channel::Sender<stream::DrainMsg>>>,
 }

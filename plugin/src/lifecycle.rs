@@ -105,6 +105,7 @@ fn create() -> Option<&'static Plugin> {
         bytes_sent: AtomicU64::new(0),
         shutdown: AtomicBool::new(false),
         published: Mutex::default(),
+        entry_stale: AtomicBool::new(false),
         dump_prefix: Mutex::new(cfg.dump_file.clone()),
         to_drain: Mutex::new(None),
         config: cfg,
@@ -215,10 +216,12 @@ pub(crate) fn init(
     p.api_version.store(api, Ordering::Relaxed);
     p.live_comms.fetch_add(1, Ordering::AcqRel);
     p.control.attach(mask, api);
-    // The rendezvous entry lists the communicators: without this one written again, this
+    // The rendezvous entry lists the communicators: without it written again, this
     // communicator would be missing from it (every one after the first, and the first too
-    // when the link thread published before it). Once per communicator, as NCCL creates it.
-    crate::link::republish(p);
+    // when the link thread published before it). The drain writes it, within a pass: not
+    // here, where a job creating many communicators at once (every rank of a split) would
+    // write it once per communicator, in turn under its lock, each time listing them all.
+    p.entry_stale.store(true, Ordering::Release);
     // SAFETY: as above.
     unsafe { *ctx_out = p.contexts.ptr(i) };
     if first {

@@ -21,7 +21,7 @@ use ncclprof_shared::frame_ring::RingWriter;
 /// What this process's rendezvous entry says besides its communicators: the one-shot server
 /// waiting for a viewer (empty while one is attached) and how many viewers have connected.
 /// The lock around it (`Plugin::published`) is held while the entry is written, so the link
-/// thread and a communicator's `init` ([`republish`]) never write it at once, and `init`
+/// thread and the drain ([`republish_if_stale`]) never write it at once, and the drain
 /// writes what the link thread last published, not a server it has replaced.
 #[derive(Debug, Default)]
 pub struct Published {
@@ -40,11 +40,23 @@ fn publish(p: &Plugin, dir: &Path, server: &str, generation: u64) -> Result<(), 
 }
 
 /// Write the entry again as the link thread last published it, with the communicators as
-/// they are now; nothing while a viewer is attached (it gets new communicators in its Meta,
-/// and the entry is written again when it leaves) or before the link thread published.
-pub fn republish(p: &Plugin) {
-    let pb = p.published.lock().unwrap_or_else(|e| e.into_inner());
-    if !pb.server.is_empty() {
+/// they are now, if one was created since it was written ([`Plugin::entry_stale`]); nothing
+/// while a viewer is attached (it gets new communicators in its Meta, and the entry is
+/// written again when it leaves) or before the link thread published. The drain calls this
+/// after each pass: a burst of communicator inits costs one write per pass, not one each.
+/// If the link thread is writing the entry right now, the next pass tries again.
+pub fn republish_if_stale(p: &Plugin) {
+    if !p.entry_stale.load(Ordering::Acquire) {
+        return;
+    }
+    let pb = match p.published.try_lock() {
+        Ok(pb) => pb,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    // Cleared before the slots are read, acquiring what every init that marked it wrote: a
+    // communicator whose init marks it after this is written by the next pass.
+    if p.entry_stale.swap(false, Ordering::AcqRel) && !pb.server.is_empty() {
         let _ = entry(p, &pb.server, pb.generation).write(&p.config.dir);
     }
 }

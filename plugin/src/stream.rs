@@ -1051,6 +1051,7 @@ impl Drain {
                 empty_passes = 0;
             }
             self.publish(false);
+            crate::link::republish_if_stale(self.p);
             self.frames_sent = self.p.frames_sent.load(Ordering::Relaxed);
             self.bytes_sent = self.p.bytes_sent.load(Ordering::Relaxed);
         }
@@ -1201,6 +1202,7 @@ mod tests {
             bytes_sent: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             published: Mutex::default(),
+            entry_stale: AtomicBool::new(false),
             dump_prefix: Mutex::new(None),
             to_drain: Mutex::new(None),
             config,
@@ -1221,6 +1223,49 @@ mod tests {
         let (slot, slot_rx) = crossbeam_channel::unbounded();
         let drain = Drain::new(p, Calibration::start(true), frames, spare, slot);
         (drain, (frames_rx, spare_tx, slot_rx))
+    }
+
+    /// A communicator's init only marks the rendezvous entry stale; the drain writes it again
+    /// after a pass, once for any number of inits, and not while the link thread holds it.
+    #[test]
+    fn the_drain_writes_the_entry_again_once_communicators_are_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        let p = plugin_configured(RingPool::new(1, 64).unwrap(), |c| c.dir = path);
+        let entry = ncclprof_shared::link::ProcessEntry::path(dir.path(), p.pid);
+        let ranks = || -> Vec<i32> {
+            let e = ncclprof_shared::link::ProcessEntry::read(&entry).unwrap();
+            e.comms.iter().map(|c| c.rank).collect()
+        };
+        p.published.lock().unwrap().server = "server".into();
+        for rank in [3, 5] {
+            let i = p.contexts.claim(0, 0).unwrap();
+            p.contexts
+                .get(i)
+                .unwrap()
+                .rank
+                .store(rank, Ordering::Relaxed);
+            p.entry_stale.store(true, Ordering::Release);
+        }
+        // The link thread writing the entry: left for the next pass.
+        let held = p.published.lock().unwrap();
+        crate::link::republish_if_stale(p);
+        assert!(!entry.exists());
+        assert!(p.entry_stale.load(Ordering::Acquire));
+        drop(held);
+        crate::link::republish_if_stale(p);
+        assert_eq!(ranks(), [3, 5]);
+        assert!(!p.entry_stale.load(Ordering::Acquire));
+        // Nothing new: not written again.
+        std::fs::remove_file(&entry).unwrap();
+        crate::link::republish_if_stale(p);
+        assert!(!entry.exists());
+        // A viewer attached (no server in the entry): not written, and no longer stale.
+        p.published.lock().unwrap().server.clear();
+        p.entry_stale.store(true, Ordering::Release);
+        crate::link::republish_if_stale(p);
+        assert!(!entry.exists());
+        assert!(!p.entry_stale.load(Ordering::Acquire));
     }
 
     /// The first sweep of a pass reads only the rings holding a record pushed with
