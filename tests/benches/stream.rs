@@ -99,6 +99,9 @@ struct ViewerSide {
     dropped: Vec<u64>,
     lat: Vec<u64>,
     frames: u64,
+    /// (when the viewer learnt it, total) each time the ring-full count moved: when in a run
+    /// the rings filled (the plugin reports its counts every 250 ms).
+    ring_full_at: Vec<(u64, u64)>,
 }
 
 fn main() {
@@ -199,6 +202,10 @@ fn main() {
                         *a += b;
                     }
                 }
+                let ring_full = d[DropReason::RingFull as usize];
+                if s.ring_full_at.last().map_or(0, |&(_, n)| n) != ring_full {
+                    s.ring_full_at.push((now, ring_full));
+                }
                 s.dropped = d;
                 drop(s);
                 if last_draw.elapsed() >= Duration::from_millis(33) {
@@ -236,7 +243,9 @@ fn main() {
         "| target ev/s | produced ev/s | in viewer store | records dropped, counted: ring full / viewer slow / other | latency p50 | latency p99 | CPU ns per event: NCCL threads (per produced) / drain / socket (send + rx) / viewer ingest+render (per delivered) = total | 2 cores at that cost | vCPU time stolen |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
+    let mut when_full = Vec::new();
     for target in rates {
+        let started = monotonic_ns();
         let (ing0, drop0) = {
             let mut s = side.lock().unwrap();
             s.lat.clear();
@@ -338,10 +347,42 @@ fn main() {
             2e9 / total / 1e6,
             stolen.map_or("n/a".into(), |p| format!("{p:.1} %")),
         );
+        if ring > 0 {
+            when_full.push(format!(
+                "{target}: {}",
+                ring_full_by_second(&s.ring_full_at, started)
+            ));
+        }
+    }
+    if !when_full.is_empty() {
+        println!("\nrecords lost as ring full, by second of the run (as the viewer learnt them):");
+        for line in when_full {
+            println!("  {line}");
+        }
     }
     quit.store(true, Ordering::Relaxed);
     let _ = viewer.join();
     drop(lib);
+}
+
+/// "second 3: 12 000, second 4: 800" — how many records were lost as ring full in each
+/// second since `started`, from the viewer's log of the count.
+fn ring_full_by_second(log: &[(u64, u64)], started: u64) -> String {
+    let mut by_second = std::collections::BTreeMap::<u64, u64>::new();
+    let mut before = log
+        .iter()
+        .take_while(|&&(t, _)| t < started)
+        .last()
+        .map_or(0, |&(_, n)| n);
+    for &(t, n) in log.iter().filter(|&&(t, _)| t >= started) {
+        *by_second.entry((t - started) / 1_000_000_000).or_default() += n.saturating_sub(before);
+        before = n;
+    }
+    let parts: Vec<String> = by_second
+        .iter()
+        .map(|(sec, n)| format!("second {sec}: {n}"))
+        .collect();
+    parts.join(", ")
 }
 
 type Fns = (abi::StartFn, abi::StopFn, abi::RecordFn);
