@@ -588,11 +588,11 @@ impl Store {
         let Some(l) = self.lanes.get(lane) else {
             return out;
         };
-        // Bounded work per frame: sample evenly beyond MAX_STEPS_PER_LANE (shares stay right;
-        // absolute sums are scaled back by the stride).
+        // Bounded work per frame: sampled beyond MAX_STEPS_PER_LANE (shares stay right;
+        // absolute sums are scaled back by what the sample looked at).
         let n = l.steps.count_in(from, to);
         let stride = n.div_ceil(MAX_STEPS_PER_LANE).max(1);
-        l.steps.window_strided(from, to, stride, |b, s| {
+        let looked_at = l.steps.window_strided(from, to, stride, |b, s| {
             let r = s.unpack(b);
             let ph = r.step_phases();
             let send = s.flags & super::store::S_SEND != 0;
@@ -600,10 +600,19 @@ impl Store {
                 .entry((s.channel, s.peer, send))
                 .or_insert(([(ph[0].0, 0), (ph[1].0, 0), (ph[2].0, 0)], 0));
             for (i, (_, d)) in ph.iter().enumerate() {
-                e.0[i].1 += d * stride as u64;
+                e.0[i].1 += d;
             }
-            e.1 += stride as u64;
+            e.1 += 1;
         });
+        if looked_at < n {
+            let scale = |x: u64| (x as u128 * n as u128 / looked_at.max(1) as u128) as u64;
+            for (phases, count) in out.values_mut() {
+                for (_, d) in phases.iter_mut() {
+                    *d = scale(*d);
+                }
+                *count = scale(*count);
+            }
+        }
         out
     }
 
