@@ -472,8 +472,8 @@ impl<T: Timed> Series<T> {
     /// miss each (kilobytes apart), 41 % of the Proxy view's frame over 10 s at 9 M events;
     /// a run of 512 bytes is a few lines the prefetcher brings together. Drawn, not every
     /// `stride`-th: items come in cycles (a collective's 32 kernel channels, a ProxyOp's
-    /// steps), and a stride that is a multiple of one only ever sampled the same places in
-    /// it (one channel of 32 at a stride of 32).
+    /// steps), and a stride that is a multiple of one could only ever sample the same places
+    /// in it (one channel of 32 at a stride of 32).
     pub fn window_strided(
         &self,
         from: u64,
