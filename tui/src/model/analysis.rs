@@ -283,19 +283,28 @@ pub fn stats<'a>(samples: &[OpSample<'a>], nranks: u32) -> Vec<StatRow> {
 /// mapped and faulted in again every frame. A group keeps only the durations (8 bytes each).
 #[derive(Default)]
 pub struct StatGroups<'a> {
-    /// (function, bucket's low bound) → (durations, bytes in all, algorithms, protocols).
+    /// (function, bucket's low bound) → (durations, bytes in all, algorithms, protocols, ops
+    /// the samples stand for).
     groups: BTreeMap<(&'a str, u64), StatGroup<'a>>,
 }
 
-type StatGroup<'a> = (Vec<u64>, u64, Vec<&'a str>, Vec<&'a str>);
+type StatGroup<'a> = (Vec<u64>, u64, Vec<&'a str>, Vec<&'a str>, f64);
 
 impl<'a> StatGroups<'a> {
+    /// One op.
     pub fn add(&mut self, s: &OpSample<'a>) {
+        self.add_sample(s, 1.0);
+    }
+
+    /// One op sampled from `stands_for` ops (its lane's `Store::ops_strided`): the row's
+    /// count is what the samples stand for; times and bandwidths are the samples'.
+    pub fn add_sample(&mut self, s: &OpSample<'a>, stands_for: f64) {
         let b = size_bucket(s.bytes);
         let g = self
             .groups
             .entry((s.func, b.0))
-            .or_insert_with(|| (Vec::new(), 0, Vec::new(), Vec::new()));
+            .or_insert_with(|| (Vec::new(), 0, Vec::new(), Vec::new(), 0.0));
+        g.4 += stands_for;
         g.0.push(s.dur_ns);
         g.1 += s.bytes;
         if !s.algo.is_empty() && !g.2.contains(&s.algo) {
@@ -310,26 +319,28 @@ impl<'a> StatGroups<'a> {
     pub fn rows(self, nranks: u32) -> Vec<StatRow> {
         self.groups
             .into_iter()
-            .map(|((func, lo), (mut durs, total_bytes, algos, protos))| {
-                durs.sort_unstable();
-                let n = durs.len();
-                let mean = durs.iter().sum::<u64>() as f64 / n as f64;
-                let mean_bytes = total_bytes as f64 / n as f64;
-                let alg = if mean > 0.0 { mean_bytes / mean } else { 0.0 };
-                StatRow {
-                    busbw: busbw(func, nranks, alg),
-                    func: func.to_string(),
-                    bucket: size_bucket(lo),
-                    count: n,
-                    p50: percentile(&durs, 0.5),
-                    p99: percentile(&durs, 0.99),
-                    max: *durs.last().unwrap_or(&0),
-                    mean,
-                    algbw: alg,
-                    algos: algos.into_iter().map(str::to_string).collect(),
-                    protos: protos.into_iter().map(str::to_string).collect(),
-                }
-            })
+            .map(
+                |((func, lo), (mut durs, total_bytes, algos, protos, stands_for))| {
+                    durs.sort_unstable();
+                    let n = durs.len();
+                    let mean = durs.iter().sum::<u64>() as f64 / n as f64;
+                    let mean_bytes = total_bytes as f64 / n as f64;
+                    let alg = if mean > 0.0 { mean_bytes / mean } else { 0.0 };
+                    StatRow {
+                        busbw: busbw(func, nranks, alg),
+                        func: func.to_string(),
+                        bucket: size_bucket(lo),
+                        count: stands_for.round() as usize,
+                        p50: percentile(&durs, 0.5),
+                        p99: percentile(&durs, 0.99),
+                        max: *durs.last().unwrap_or(&0),
+                        mean,
+                        algbw: alg,
+                        algos: algos.into_iter().map(str::to_string).collect(),
+                        protos: protos.into_iter().map(str::to_string).collect(),
+                    }
+                },
+            )
             .collect()
     }
 }
@@ -337,6 +348,28 @@ impl<'a> StatGroups<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A row counts what its samples stand for, lanes read whole and lanes sampled alike;
+    /// its times are the samples'.
+    #[test]
+    fn a_rows_count_is_what_its_samples_stand_for() {
+        let op = |dur_ns| OpSample {
+            func: "AllReduce",
+            bytes: 1 << 20,
+            dur_ns,
+            algo: "Ring",
+            proto: "LL",
+        };
+        let mut g = StatGroups::default();
+        g.add(&op(10));
+        g.add(&op(20));
+        g.add_sample(&op(30), 3.5);
+        g.add_sample(&op(40), 3.5);
+        let rows = g.rows(8);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].count, 9);
+        assert_eq!((rows[0].max, rows[0].mean), (40, 25.0));
+    }
 
     #[test]
     fn busbw_matches_nccl_tests_golden() {

@@ -178,15 +178,17 @@ impl Store {
         v
     }
 
-    /// Ops in the window, evenly sampled down to about `max` (returns the stride used).
-    pub fn ops_strided(&self, lane: usize, from: u64, to: u64, max: usize) -> (Vec<Op>, usize) {
+    /// Ops in the window, sampled down to about `max`, and how many ops of the window each
+    /// stands for (1.0: all of them; see `Series::window_strided`).
+    pub fn ops_strided(&self, lane: usize, from: u64, to: u64, max: usize) -> (Vec<Op>, f64) {
         let Some(l) = self.lanes.get(lane) else {
-            return (Vec::new(), 1);
+            return (Vec::new(), 1.0);
         };
-        let stride = l.ops.count_in(from, to).div_ceil(max.max(1)).max(1);
+        let n = l.ops.count_in(from, to);
+        let stride = n.div_ceil(max.max(1)).max(1);
         let mut v = Vec::new();
-        l.ops.window_strided(from, to, stride, |_, o| v.push(*o));
-        (v, stride)
+        let looked_at = l.ops.window_strided(from, to, stride, |_, o| v.push(*o));
+        (v, n as f64 / looked_at.max(1) as f64)
     }
 
     /// Kernel channels in the window, evenly sampled down to about `max`.

@@ -466,8 +466,9 @@ impl<T: Timed> Series<T> {
     ///
     /// Each chunk's items are cut into strata of `stride` runs of [`sample_run`] consecutive
     /// items, at fixed places in the chunk (a window that moves keeps its inner strata's
-    /// samples), and one run is taken from each, at a place drawn from the stratum (fixed
-    /// too); a stratum the window cuts gives a run in proportion. Runs, not single items:
+    /// samples), and one run is taken from each, from a place drawn in the stratum (fixed
+    /// too), wrapping round to the stratum's start; a stratum the window cuts gives a run in
+    /// proportion. Runs, not single items:
     /// over a long window of a dense lane, single items `stride` apart were a cache and TLB
     /// miss each (kilobytes apart), 41 % of the Proxy view's frame over 10 s at 9 M events;
     /// a run of 512 bytes is a few lines the prefetcher brings together. Drawn, not every
@@ -491,6 +492,7 @@ impl<T: Timed> Series<T> {
             .filter(|c| c.min_start <= to && c.max_end >= from)
         {
             let (lo, hi) = c.candidates(from, to);
+            let hi = hi.max(lo);
             let mut take = |xs: &[T]| {
                 looked_at += xs.len();
                 for x in xs.iter().filter(|x| x.end(c.base) >= from) {
@@ -498,21 +500,21 @@ impl<T: Timed> Series<T> {
                 }
             };
             if stride == 1 {
-                take(&c.items[lo..hi.max(lo)]);
+                take(&c.items[lo..hi]);
                 continue;
             }
             let mut stratum = lo / span;
             while stratum * span < hi {
                 let (a, b) = ((stratum * span).max(lo), ((stratum + 1) * span).min(hi));
                 let n = (b - a).div_ceil(stride).min(run);
-                let room = (b - a - n) as u64;
-                let at = if room == 0 {
-                    0
-                } else {
-                    (mix64(c.base ^ (stratum as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-                        % (room + 1)) as usize
-                };
-                take(&c.items[a + at..a + at + n]);
+                // Drawn over the whole stratum, the run wrapping round to its start: every
+                // item as likely as any other (a run kept inside it would seldom take the
+                // items near its ends, and items come in cycles).
+                let hash = mix64(c.base ^ (stratum as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let at = a + (hash % (b - a) as u64) as usize;
+                let first = n.min(b - at);
+                take(&c.items[at..at + first]);
+                take(&c.items[a..a + (n - first)]);
                 stratum += 1;
             }
         }
@@ -1481,6 +1483,18 @@ mod tests {
                 "stride {stride}: looked at {looked_at} of {n}"
             );
             assert!(looked_at >= got.len());
+            // Every channel sampled as often as any other (each is 1/32 of the window), within
+            // 4 standard deviations of a run's draw: a run holds 16 channels, half of them.
+            let per_item = looked_at as f64 / n as f64;
+            let runs = looked_at as f64 / sample_run::<Step>() as f64;
+            let tolerance = (4.0 / runs.sqrt()).max(0.05);
+            for (ch, &c) in per_channel.iter().enumerate() {
+                let share = f64::from(c) / (n as f64 / 32.0 * per_item);
+                assert!(
+                    (share - 1.0).abs() < tolerance,
+                    "stride {stride}, channel {ch}: {share:.3} of its share, {per_channel:?}"
+                );
+            }
             assert!(
                 per_channel.iter().all(|&c| c > 0),
                 "stride {stride}: {per_channel:?}"

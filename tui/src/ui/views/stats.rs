@@ -28,14 +28,14 @@ pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
     // group as it is read, not into a slice of every sample first.
     let mut groups = analysis::StatGroups::default();
     let mut nranks = 1;
-    let mut sampled = 1;
+    let mut sampled = false;
     for r in &rows {
         let Some(l) = r.lane else { continue };
         let n = s.nranks_of(r.key);
         nranks = nranks.max(n);
         let p = s.proc_of_lane(l);
-        let (ops, stride) = s.ops_strided(l, from, to, MAX_OPS_PER_LANE);
-        sampled = sampled.max(stride);
+        let (ops, stands_for) = s.ops_strided(l, from, to, MAX_OPS_PER_LANE);
+        sampled |= stands_for > 1.0;
         for o in ops {
             if o.start < from
                 || o.end > to
@@ -48,22 +48,19 @@ pub fn rows_sampled(app: &App) -> (Vec<analysis::StatRow>, bool) {
             if !app.passes(func) {
                 continue;
             }
-            groups.add(&OpSample {
-                func,
-                bytes: analysis::op_bytes(func, p.string(o.strings[1]), o.count, n),
-                dur_ns: exec_time(&o),
-                algo: p.string(o.strings[2]),
-                proto: p.string(o.strings[3]),
-            });
+            groups.add_sample(
+                &OpSample {
+                    func,
+                    bytes: analysis::op_bytes(func, p.string(o.strings[1]), o.count, n),
+                    dur_ns: exec_time(&o),
+                    algo: p.string(o.strings[2]),
+                    proto: p.string(o.strings[3]),
+                },
+                stands_for,
+            );
         }
     }
-    let mut out = groups.rows(nranks);
-    if sampled > 1 {
-        for r in &mut out {
-            r.count *= sampled;
-        }
-    }
-    (out, sampled > 1)
+    (groups.rows(nranks), sampled)
 }
 
 /// An op's time as nccl-tests would time it ([`analysis::run_time`]).
