@@ -283,12 +283,20 @@ pub fn stats<'a>(samples: &[OpSample<'a>], nranks: u32) -> Vec<StatRow> {
 /// mapped and faulted in again every frame. A group keeps only the durations (8 bytes each).
 #[derive(Default)]
 pub struct StatGroups<'a> {
-    /// (function, bucket's low bound) → (durations, bytes in all, algorithms, protocols, ops
-    /// the samples stand for).
+    /// (function, bucket's low bound) → its samples.
     groups: BTreeMap<(&'a str, u64), StatGroup<'a>>,
 }
 
-type StatGroup<'a> = (Vec<u64>, u64, Vec<&'a str>, Vec<&'a str>, f64);
+/// One row's samples.
+#[derive(Default)]
+struct StatGroup<'a> {
+    durations: Vec<u64>,
+    bytes: u64,
+    algos: Vec<&'a str>,
+    protos: Vec<&'a str>,
+    /// The ops the samples stand for (`StatGroups::add_sample`).
+    stands_for: f64,
+}
 
 impl<'a> StatGroups<'a> {
     /// One op.
@@ -300,18 +308,15 @@ impl<'a> StatGroups<'a> {
     /// count is what the samples stand for; times and bandwidths are the samples'.
     pub fn add_sample(&mut self, s: &OpSample<'a>, stands_for: f64) {
         let b = size_bucket(s.bytes);
-        let g = self
-            .groups
-            .entry((s.func, b.0))
-            .or_insert_with(|| (Vec::new(), 0, Vec::new(), Vec::new(), 0.0));
-        g.4 += stands_for;
-        g.0.push(s.dur_ns);
-        g.1 += s.bytes;
-        if !s.algo.is_empty() && !g.2.contains(&s.algo) {
-            g.2.push(s.algo);
+        let g = self.groups.entry((s.func, b.0)).or_default();
+        g.stands_for += stands_for;
+        g.durations.push(s.dur_ns);
+        g.bytes += s.bytes;
+        if !s.algo.is_empty() && !g.algos.contains(&s.algo) {
+            g.algos.push(s.algo);
         }
-        if !s.proto.is_empty() && !g.3.contains(&s.proto) {
-            g.3.push(s.proto);
+        if !s.proto.is_empty() && !g.protos.contains(&s.proto) {
+            g.protos.push(s.proto);
         }
     }
 
@@ -319,28 +324,27 @@ impl<'a> StatGroups<'a> {
     pub fn rows(self, nranks: u32) -> Vec<StatRow> {
         self.groups
             .into_iter()
-            .map(
-                |((func, lo), (mut durs, total_bytes, algos, protos, stands_for))| {
-                    durs.sort_unstable();
-                    let n = durs.len();
-                    let mean = durs.iter().sum::<u64>() as f64 / n as f64;
-                    let mean_bytes = total_bytes as f64 / n as f64;
-                    let alg = if mean > 0.0 { mean_bytes / mean } else { 0.0 };
-                    StatRow {
-                        busbw: busbw(func, nranks, alg),
-                        func: func.to_string(),
-                        bucket: size_bucket(lo),
-                        count: stands_for.round() as usize,
-                        p50: percentile(&durs, 0.5),
-                        p99: percentile(&durs, 0.99),
-                        max: *durs.last().unwrap_or(&0),
-                        mean,
-                        algbw: alg,
-                        algos: algos.into_iter().map(str::to_string).collect(),
-                        protos: protos.into_iter().map(str::to_string).collect(),
-                    }
-                },
-            )
+            .map(|((func, lo), g)| {
+                let mut durs = g.durations;
+                durs.sort_unstable();
+                let n = durs.len();
+                let mean = durs.iter().sum::<u64>() as f64 / n as f64;
+                let mean_bytes = g.bytes as f64 / n as f64;
+                let alg = if mean > 0.0 { mean_bytes / mean } else { 0.0 };
+                StatRow {
+                    busbw: busbw(func, nranks, alg),
+                    func: func.to_string(),
+                    bucket: size_bucket(lo),
+                    count: g.stands_for.round() as usize,
+                    p50: percentile(&durs, 0.5),
+                    p99: percentile(&durs, 0.99),
+                    max: *durs.last().unwrap_or(&0),
+                    mean,
+                    algbw: alg,
+                    algos: g.algos.into_iter().map(str::to_string).collect(),
+                    protos: g.protos.into_iter().map(str::to_string).collect(),
+                }
+            })
             .collect()
     }
 }

@@ -184,22 +184,18 @@ impl Store {
         let Some(l) = self.lanes.get(lane) else {
             return (Vec::new(), 1.0);
         };
-        let n = l.ops.count_in(from, to);
-        let stride = n.div_ceil(max.max(1)).max(1);
         let mut v = Vec::new();
-        let looked_at = l.ops.window_strided(from, to, stride, |_, o| v.push(*o));
-        (v, n as f64 / looked_at.max(1) as f64)
+        let sample = l.ops.sample(from, to, max, |_, o| v.push(*o));
+        (v, sample.stands_for())
     }
 
-    /// Kernel channels in the window, evenly sampled down to about `max`.
+    /// Kernel channels in the window, sampled down to about `max` (`Series::sample`).
     pub fn kernels_strided(&self, lane: usize, from: u64, to: u64, max: usize) -> Vec<Kernel> {
         let Some(l) = self.lanes.get(lane) else {
             return Vec::new();
         };
-        let stride = l.kernels.count_in(from, to).div_ceil(max.max(1)).max(1);
         let mut v = Vec::new();
-        l.kernels
-            .window_strided(from, to, stride, |_, k| v.push(*k));
+        l.kernels.sample(from, to, max, |_, k| v.push(*k));
         v
     }
 
@@ -592,9 +588,7 @@ impl Store {
         };
         // Bounded work per frame: sampled beyond MAX_STEPS_PER_LANE (shares stay right;
         // absolute sums are scaled back by what the sample looked at).
-        let n = l.steps.count_in(from, to);
-        let stride = n.div_ceil(MAX_STEPS_PER_LANE).max(1);
-        let looked_at = l.steps.window_strided(from, to, stride, |b, s| {
+        let sample = l.steps.sample(from, to, MAX_STEPS_PER_LANE, |b, s| {
             let r = s.unpack(b);
             let ph = r.step_phases();
             let send = s.flags & super::store::S_SEND != 0;
@@ -606,14 +600,11 @@ impl Store {
             }
             e.1 += 1;
         });
-        if looked_at < n {
-            let scale = |x: u64| (x as u128 * n as u128 / looked_at.max(1) as u128) as u64;
-            for (phases, count) in out.values_mut() {
-                for (_, d) in phases.iter_mut() {
-                    *d = scale(*d);
-                }
-                *count = scale(*count);
+        for (phases, count) in out.values_mut() {
+            for (_, d) in phases.iter_mut() {
+                *d = sample.scale(*d);
             }
+            *count = sample.scale(*count);
         }
         out
     }

@@ -162,17 +162,21 @@ impl<T: Timed> Chunk<T> {
 /// memory until it is written (a fresh allocation's pages are faulted in as they are filled).
 const PRESIZE_BYTES: usize = 128 << 10;
 
+/// Items of type `T` in `bytes` (at least 1).
+const fn items_in<T>(bytes: usize) -> usize {
+    let n = bytes / std::mem::size_of::<T>();
+    if n == 0 { 1 } else { n }
+}
+
 /// Items of type `T` in one 4 KiB page (at least 1).
 const fn page_items<T>() -> usize {
-    let n = 4096 / std::mem::size_of::<T>();
-    if n == 0 { 1 } else { n }
+    items_in::<T>(4096)
 }
 
 /// How many consecutive items `Series::window_strided` takes at a time when it samples:
 /// 512 bytes' worth (16 proxy steps), at least one.
 pub const fn sample_run<T>() -> usize {
-    let n = 512 / std::mem::size_of::<T>();
-    if n == 0 { 1 } else { n }
+    items_in::<T>(512)
 }
 
 /// A fixed scramble of a 64-bit value (splitmix64's finalizer): where a sample run falls in
@@ -181,6 +185,29 @@ const fn mix64(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^ (x >> 31)
+}
+
+/// What a [`Series::sample`] of a window stands for: the window's items (`count_in`) and
+/// how many of them the sample looked at.
+#[derive(Debug, Clone, Copy)]
+pub struct Sampled {
+    pub in_window: usize,
+    pub looked_at: usize,
+}
+
+impl Sampled {
+    /// `x`, summed over the sample, scaled back to the window (unchanged if all was read).
+    pub fn scale(&self, x: u64) -> u64 {
+        if self.looked_at >= self.in_window {
+            return x;
+        }
+        (x as u128 * self.in_window as u128 / self.looked_at.max(1) as u128) as u64
+    }
+
+    /// How many of the window's items each sampled one stands for (1.0: all were read).
+    pub fn stands_for(&self) -> f64 {
+        self.in_window as f64 / self.looked_at.max(1) as f64
+    }
 }
 
 /// A time-indexed table of one record type.
@@ -457,6 +484,18 @@ impl<T: Timed> Series<T> {
                 hi.saturating_sub(lo)
             })
             .sum()
+    }
+
+    /// About `max` of the items overlapping the window (all of them, up to `max`): the one
+    /// place the views' bounded sums choose their stride ([`Series::window_strided`]).
+    pub fn sample(&self, from: u64, to: u64, max: usize, f: impl FnMut(u64, &T)) -> Sampled {
+        let in_window = self.count_in(from, to);
+        let stride = in_window.div_ceil(max.max(1)).max(1);
+        let looked_at = self.window_strided(from, to, stride, f);
+        Sampled {
+            in_window,
+            looked_at,
+        }
     }
 
     /// About one in `stride` of the items overlapping the window (all of them at 1), for
