@@ -2,8 +2,18 @@
 //! communicators, with NCCL's real call patterns (the fake NCCL host, as fast as possible),
 //! against the do-nothing plugin in the same run, runs alternated. An ncclprof run lasts until
 //! its drain has processed every record (the catch-up after finalize counts). Beside each
-//! figure, the share of calls whose records ncclprof dropped or had not read at finalize
-//! (from the summary it logs then): a run that drops does less work, so its cost reads lower.
+//! figure, what ncclprof dropped or had not read at finalize (from the summary it logs then),
+//! per 100 events the job started: a run that drops does less work, so its cost reads lower.
+//! (Ring full and unread count records: 1.1-1.2 per event at 8 ranks and more, where most
+//! events are ProxySteps, one record each, and 1.75 at 2 ranks. No ring counts calls. The
+//! drain's reasons count events.) Until 2026-12-07 the column divided by calls, about 5 per record,
+//! so it read 2.4-5x too low.
+//!
+//! Every run makes about the same number of calls, whatever the shape: a short run of the
+//! do-nothing plugin first measures the shape's calls per iteration. (Before, iterations were
+//! divided by contexts, which made 2.1 M calls at 2 x 1 and 90 M at 64 x 1: NCCL's calls per
+//! iteration grow with ranks.) The plugin runs with its defaults (until 2026-12-07 the bench
+//! set `NCCLPROF_RING_EVENTS=262144`: every ring at its largest size from the start).
 //!
 //! Run: `cargo build --release -p ncclprof-plugin -p ncclprof-noop-plugin && cargo bench -p ncclprof-tests --bench scale`
 //! (`SCALE_SHAPES=8x32,2x64` for some rows only, `SCALE_RUNS` runs of each plugin, default 3;
@@ -47,8 +57,8 @@ fn shapes(list: &str) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// Contexts × iterations per run (see `ns_per_call`).
-const RANK_ITERATIONS: u64 = 8192;
+/// Calls per run, about (see `iterations_for`).
+const CALLS_PER_RUN: u64 = 8_000_000;
 
 /// Wait until this process is idle (under 2 ms of CPU in a 20 ms window, at most 20 s) and
 /// return how long it was busy before that. After a run whose drain was behind at finalize
@@ -67,21 +77,37 @@ fn settle() -> Duration {
     start.elapsed()
 }
 
-/// One run: wall ns per call, calls, and ncclprof's records dropped so far and unread.
-fn ns_per_call(
+/// One run's figures.
+struct Run {
+    ns_per_call: f64,
+    calls: u64,
+    /// startEvent calls the job made (events started, of every kind).
+    events: u64,
+    /// ncclprof's records dropped so far and unread (from its summary).
+    losses: Option<Losses>,
+}
+
+/// Iterations that make about `calls` calls at this shape: measured with a short run of the
+/// do-nothing plugin, since a collective's calls grow with ranks (a ring all-reduce has
+/// 2 (n - 1) steps per channel). Long enough to measure the steady state: 65 k calls were
+/// mostly the plugin's start-up (threads, rendezvous, first touch of rings).
+fn iterations_for(noop: &std::path::Path, ranks: usize, comms: usize, calls: u64) -> u64 {
+    const PROBE: u64 = 4;
+    let probe = run_once(noop, ranks, comms, true, PROBE);
+    (calls * PROBE / probe.calls.max(1)).max(2)
+}
+
+fn run_once(
     plugin: &std::path::Path,
     ranks: usize,
     comms: usize,
     noop: bool,
     iterations: u64,
-) -> (f64, u64, Option<Losses>) {
+) -> Run {
     let mut cfg = SimConfig::default_for(plugin);
     cfg.ranks = ranks;
     cfg.comms = comms;
-    // About 2 M calls whatever the shape (≈ 255 calls per context and iteration), so that a
-    // run measures the steady state: 65 k calls, as before, were mostly the plugin's start-up
-    // (threads, rendezvous, first touch of rings) — about 30 ms per process.
-    cfg.iterations = (iterations / (ranks * comms).max(1) as u64).max(2);
+    cfg.iterations = iterations;
     cfg.rate = 0.0;
     cfg.quiet = true;
     cfg.seed = 3;
@@ -90,11 +116,18 @@ fn ns_per_call(
         cfg.force_mask = Some(ncclprof_shared::mask::DEFAULT as i32);
     }
     let t = ncclprof_sim::run(&cfg).expect("sim run");
-    (
-        t.wall_ns as f64 / t.total_calls.max(1) as f64,
-        t.total_calls,
-        ncclprof_tests::loss::drops_by_reason(&t.log),
-    )
+    let events = t
+        .counts
+        .iter()
+        .filter(|(k, _)| *k != "states" && *k != "stops")
+        .map(|(_, n)| n)
+        .sum();
+    Run {
+        ns_per_call: t.wall_ns as f64 / t.total_calls.max(1) as f64,
+        calls: t.total_calls,
+        events,
+        losses: ncclprof_tests::loss::drops_by_reason(&t.log),
+    }
 }
 
 fn main() {
@@ -106,7 +139,6 @@ fn main() {
     // SAFETY: before the plugin's first init in this process.
     unsafe {
         std::env::set_var("NCCLPROF_DIR", dir.path().join("rdv"));
-        std::env::set_var("NCCLPROF_RING_EVENTS", "262144");
     }
     let prof = ncclprof_tests::bench_plugin_path("SCALE_PLUGIN");
     let noop = ncclprof_tests::noop_path();
@@ -118,14 +150,17 @@ fn main() {
         Err(_) => SHAPES.to_vec(),
     };
     let runs: usize = ncclprof_tests::env("SCALE_RUNS").unwrap_or(if quick { 1 } else { 3 });
-    let iterations = if quick { 64 } else { RANK_ITERATIONS };
+    let calls_per_run = if quick { 100_000 } else { CALLS_PER_RUN };
     println!(
         "scale: wall ns per plugin call of the whole fake job (all its threads on this machine) until every record is processed, median of {runs} alternated runs"
     );
     println!(
-        "| ranks | comms | noop ns/call | ncclprof ns/call | added ns/call | of which the drain's catch-up after finalize, ns/call ({runs} runs) | records dropped + unread at finalize, % of calls ({runs} runs) |"
+        "the plugin's default settings; about {calls_per_run} calls per run; losses per 100 events the job started (ring full and unread count records, no ring calls, the drain's reasons events)"
     );
-    println!("|---:|---:|---:|---:|---:|---|---|");
+    println!(
+        "| ranks | comms | calls per run | noop ns/call | ncclprof ns/call | added ns/call | of which the drain's catch-up after finalize, ns/call ({runs} runs) | records dropped + unread at finalize, per 100 events started ({runs} runs) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---|---|");
     // The plugin stays loaded between runs (its state too, as under NCCL), so its drop counts
     // are since the first run: a run's are the growth of each count it reports. Drops the
     // drain counts while it catches up after a run show in the next run's. And a summary
@@ -135,11 +170,19 @@ fn main() {
     let mut dropped_before = [0u64; DropReason::COUNT];
     let mut drain_counts_unreported = false;
     for (ranks, comms) in shapes {
+        let iterations = iterations_for(&noop, ranks, comms, calls_per_run);
         let (mut a, mut b, mut lost, mut after) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut calls_seen = Vec::new();
         for _ in 0..runs {
-            a.push(ns_per_call(&noop, ranks, comms, true, iterations).0);
+            a.push(run_once(&noop, ranks, comms, true, iterations).ns_per_call);
             settle();
-            let (ns, calls, summary) = ns_per_call(&prof, ranks, comms, false, iterations);
+            let Run {
+                ns_per_call: ns,
+                calls,
+                events,
+                losses: summary,
+            } = run_once(&prof, ranks, comms, false, iterations);
+            calls_seen.push(calls as f64);
             // The drain's catch-up after finalize counts: the job's records were not all
             // processed when it returned.
             let catch_up = settle().as_nanos() as f64 / calls.max(1) as f64;
@@ -177,7 +220,7 @@ fn main() {
                             carried.join(", ")
                         ));
                     }
-                    let pct = |n: u64| n as f64 * 100.0 / calls.max(1) as f64;
+                    let pct = |n: u64| n as f64 * 100.0 / events.max(1) as f64;
                     let named = if named.is_empty() {
                         String::new()
                     } else {
@@ -189,8 +232,9 @@ fn main() {
             });
         }
         let (x, y) = (median(&mut a), median(&mut b));
+        let calls = median(&mut calls_seen);
         println!(
-            "| {ranks:>5} | {comms:>5} | {x:>12.1} | {y:>16.1} | {:>13.1} | {:>20} | {:>40} |",
+            "| {ranks:>5} | {comms:>5} | {calls:>10.0} | {x:>12.1} | {y:>16.1} | {:>13.1} | {:>20} | {:>40} |",
             y - x,
             after.join(" / "),
             lost.join(" / ")
