@@ -1,7 +1,14 @@
-//! Streaming throughput and latency: producer threads drive the real plugin `.so` at a fixed
-//! event rate (one event = a ProxyStep: start, 3 states, stop), a viewer thread in this process
-//! receives and decodes every frame. For each rate: events delivered, events dropped (by the
-//! plugin's counters), and the latency from an event's end to its arrival at the viewer.
+//! Streaming throughput and latency: a producer thread drives the real plugin `.so` with what
+//! a proxy thread does, at a fixed event rate (one event = a ProxyStep: start, 3 states, stop,
+//! under its ProxyOp; every 8 steps one ProxyOp around them: start, InProgress, stop), and a
+//! viewer thread in this process receives and decodes every frame. For each rate: steps
+//! delivered, records dropped (by the plugin's counters, the drain's late ones apart), and the
+//! latency from an event's end to its arrival at the viewer.
+//!
+//! It used to start every step with a NULL parent and step number 0, which NCCL never does
+//! (it records a step's states only under a non-NULL op, spec §4.2): with no parent the plugin
+//! skips the restart check on NCCL's thread and the op lookup, restart check and op
+//! bookkeeping in the drain, so it measured a cheaper path than a real job takes.
 //!
 //! Run: `cargo build --release -p ncclprof-plugin && cargo bench -p ncclprof-plugin --bench stream`
 //! (`STREAM_SECS=30` for the sustained 30 s run; default 3 s per rate.) Run without `--bench`,
@@ -13,12 +20,26 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use nccl_profiler_ncclprof::abi::common::{ProxyOp, ProxyStep};
 use nccl_profiler_ncclprof::abi::{InitV5, ProfilerTable, v4, v6};
 use ncclprof_shared::clock::monotonic_ns;
 use ncclprof_shared::kind::{EventKind, state};
-use ncclprof_shared::wire::Frame;
+use ncclprof_shared::wire::{DropReason, Frame};
 
 type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
+
+/// Steps per ProxyOp, as `tests/benches/stream.rs` drives them.
+const STEPS_PER_OP: u64 = 8;
+
+/// Reasons only the drain counts (as `ncclprof_tests::loss::DRAIN_ONLY`, which this crate
+/// cannot depend on): unknown handle and abandoned mostly when it gives an event up, 10 or 60
+/// completion timeouts after its last sign of life (`LOST_AFTER_TIMEOUTS`,
+/// `LEAKED_AFTER_TIMEOUTS` in `completion.rs`), so they can land in a later rate's row.
+const DRAIN_ONLY: [DropReason; 3] = [
+    DropReason::TableFull,
+    DropReason::UnknownHandle,
+    DropReason::Abandoned,
+];
 
 fn lib_path() -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -33,9 +54,11 @@ fn lib_path() -> std::path::PathBuf {
 
 #[derive(Default)]
 struct ViewerStats {
-    events: AtomicU64,
+    /// ProxyStep records received (ops are not events here).
+    steps: AtomicU64,
     lat_samples: std::sync::Mutex<Vec<u64>>,
-    dropped: AtomicU64,
+    /// The plugin's latest drop counts, by [`DropReason`] index.
+    dropped: std::sync::Mutex<Vec<u64>>,
 }
 
 fn main() {
@@ -107,7 +130,11 @@ fn main() {
             match f {
                 Ok(Frame::Events(r)) => {
                     let now = monotonic_ns();
-                    vs.events.fetch_add(r.len() as u64, Ordering::Relaxed);
+                    let steps = r
+                        .iter()
+                        .filter(|e| e.kind == EventKind::ProxyStep as u8)
+                        .count();
+                    vs.steps.fetch_add(steps as u64, Ordering::Relaxed);
                     n += 1;
                     if n.is_multiple_of(8)
                         && let Some(last) = r.last()
@@ -118,7 +145,7 @@ fn main() {
                             .push(now.saturating_sub(last.end_ns));
                     }
                 }
-                Ok(Frame::Counters(c)) => vs.dropped.store(c.total_dropped(), Ordering::Relaxed),
+                Ok(Frame::Counters(c)) => *vs.dropped.lock().unwrap() = c.dropped,
                 _ => {}
             }
         }
@@ -126,17 +153,21 @@ fn main() {
     std::thread::sleep(Duration::from_millis(300));
 
     println!(
-        "streaming to a viewer: one event = ProxyStep (5 calls), 1 producer thread, {secs} s per rate"
+        "streaming to a viewer: one event = one ProxyStep (5 calls); every {STEPS_PER_OP} steps one ProxyOp start/InProgress/stop around them (3 calls, not counted as events), 1 producer thread, {secs} s per rate"
     );
     println!(
-        "| target ev/s | produced ev/s | delivered % | dropped records | latency p50 | latency p99 |"
+        "records dropped by the drain ({}) are counted apart: it counts {} and {} mostly when it gives an event up, 10-60 s later (10-60 completion timeouts), so a row's may belong to an earlier row",
+        DRAIN_ONLY.map(DropReason::name).join(", "),
+        DropReason::UnknownHandle.name(),
+        DropReason::Abandoned.name(),
     );
     println!(
-        "|-------------|---------------|-------------|-----------------|-------------|-------------|"
+        "| target ev/s | produced ev/s | delivered % | records dropped on NCCL's threads + sender | dropped by the drain (late) | latency p50 | latency p99 |"
     );
+    println!("|---|---|---|---|---|---|---|");
     for &target in rates {
-        let before = stats.events.load(Ordering::Relaxed);
-        let drop_before = stats.dropped.load(Ordering::Relaxed);
+        let before = stats.steps.load(Ordering::Relaxed);
+        let drop_before = stats.dropped.lock().unwrap().clone();
         stats.lat_samples.lock().unwrap().clear();
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
@@ -145,38 +176,69 @@ fn main() {
             let ctx = ctx as *mut c_void;
             // SAFETY: the table is a static of the loaded library, which outlives this thread.
             let t: &T = unsafe { &*(tp as *const T) };
-            // SAFETY: zeroed descriptor is valid.
-            let mut d: v6::Descr = unsafe { std::mem::zeroed() };
-            d.type_ = u64::from(EventKind::ProxyStep.bit());
+            // SAFETY: zeroed descriptors are valid.
+            let mut op: v6::Descr = unsafe { std::mem::zeroed() };
+            op.type_ = u64::from(EventKind::ProxyOp.bit());
+            op.u.proxy_op = ProxyOp {
+                pid: std::process::id() as i32,
+                channel_id: 3,
+                peer: 1,
+                n_steps: STEPS_PER_OP as c_int,
+                chunk_size: 65536,
+                is_send: 1,
+            };
+            // SAFETY: as above.
+            let mut step: v6::Descr = unsafe { std::mem::zeroed() };
+            step.type_ = u64::from(EventKind::ProxyStep.bit());
             let mut args = v4::StateArgs { trans_size: 65536 };
+            // NCCL records InProgress with zeroed args (spec §4.6).
+            let mut no_args = v4::StateArgs { trans_size: 0 };
             let start = Instant::now();
-            let mut produced = 0u64;
+            let mut ops = 0u64;
             while !st.load(Ordering::Relaxed) {
-                // Pace in 100 µs slices.
-                let due = (start.elapsed().as_nanos() as u64 * target / 1_000_000_000)
-                    .saturating_sub(produced);
+                // Pace in 100 µs slices, in whole ops: `target` counts steps.
+                let due =
+                    (start.elapsed().as_nanos() as u64 * target / 1_000_000_000 / STEPS_PER_OP)
+                        .saturating_sub(ops);
                 for _ in 0..due {
-                    let mut h = std::ptr::null_mut();
-                    // SAFETY: valid context, slot, descriptor, args.
+                    // SAFETY: valid context, slots, descriptors, args.
                     unsafe {
-                        (t.start_event)(ctx, &mut h, &mut d);
+                        let mut oh = std::ptr::null_mut();
+                        (t.start_event)(ctx, &mut oh, &mut op);
                         (t.record_event_state)(
-                            h,
-                            state::PROXY_STEP_SEND_GPU_WAIT as c_int,
-                            &mut args,
+                            oh,
+                            state::PROXY_OP_IN_PROGRESS as c_int,
+                            &mut no_args,
                         );
-                        (t.record_event_state)(
-                            h,
-                            state::PROXY_STEP_SEND_PEER_WAIT as c_int,
-                            &mut args,
-                        );
-                        (t.record_event_state)(h, state::PROXY_STEP_SEND_WAIT as c_int, &mut args);
-                        (t.stop_event)(h);
+                        step.parent_obj = oh;
+                        for s in 0..STEPS_PER_OP as c_int {
+                            step.u.proxy_step = ProxyStep { step: s };
+                            let mut h = std::ptr::null_mut();
+                            (t.start_event)(ctx, &mut h, &mut step);
+                            (t.record_event_state)(
+                                h,
+                                state::PROXY_STEP_SEND_GPU_WAIT as c_int,
+                                &mut args,
+                            );
+                            (t.record_event_state)(
+                                h,
+                                state::PROXY_STEP_SEND_PEER_WAIT as c_int,
+                                &mut args,
+                            );
+                            (t.record_event_state)(
+                                h,
+                                state::PROXY_STEP_SEND_WAIT as c_int,
+                                &mut args,
+                            );
+                            (t.stop_event)(h);
+                        }
+                        (t.stop_event)(oh);
                     }
                 }
-                produced += due;
+                ops += due;
                 std::thread::sleep(Duration::from_micros(100));
             }
+            let produced = ops * STEPS_PER_OP;
             (produced, produced as f64 / start.elapsed().as_secs_f64())
         });
         let w0 = Instant::now();
@@ -185,10 +247,33 @@ fn main() {
         let (produced_n, produced) = producer.join().unwrap();
         let _ = w0;
         std::thread::sleep(Duration::from_millis(500)); // let the stream drain
-        let delivered = (stats.events.load(Ordering::Relaxed) - before) as f64
+        let delivered = (stats.steps.load(Ordering::Relaxed) - before) as f64
             / produced_n.max(1) as f64
             * 100.0;
-        let dropped = stats.dropped.load(Ordering::Relaxed) - drop_before;
+        let drop_now = stats.dropped.lock().unwrap().clone();
+        let reason = |r: DropReason| {
+            drop_now
+                .get(r as usize)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(drop_before.get(r as usize).copied().unwrap_or(0))
+        };
+        let on_threads: u64 = DropReason::ALL
+            .iter()
+            .filter(|r| !DRAIN_ONLY.contains(r))
+            .map(|&r| reason(r))
+            .sum();
+        // Named: "0", or e.g. "abandoned 2, unknown handle 1".
+        let late: Vec<String> = DRAIN_ONLY
+            .iter()
+            .filter(|&&r| reason(r) > 0)
+            .map(|&r| format!("{} {}", r.name(), reason(r)))
+            .collect();
+        let late = if late.is_empty() {
+            "0".to_string()
+        } else {
+            late.join(", ")
+        };
         let mut lat = stats.lat_samples.lock().unwrap().clone();
         lat.sort_unstable();
         let pct = |p: usize| {
@@ -197,11 +282,12 @@ fn main() {
                 .unwrap_or(0)
         };
         println!(
-            "| {:>11} | {:>13.0} | {:>10.1}% | {:>15} | {:>8.2} ms | {:>8.2} ms |",
+            "| {:>11} | {:>13.0} | {:>10.1}% | {} | {} | {:>8.2} ms | {:>8.2} ms |",
             target,
             produced,
             delivered,
-            dropped,
+            on_threads,
+            late,
             pct(50) as f64 / 1e6,
             pct(99) as f64 / 1e6
         );
