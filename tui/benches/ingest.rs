@@ -12,7 +12,13 @@
 //! completion order (steps of a rank's channels interleave by end time).
 //!
 //! Two scenarios: `fill` (a fresh store below its memory cap: new chunks all the time) and
-//! `at cap` (a store kept at a 64 MiB cap: every batch evicts the oldest chunks).
+//! `at cap` (a store kept at a 64 MiB cap: every batch evicts the oldest chunks). `fill` has two
+//! rows, as a store's memory costs differently: the viewer's allocator settings
+//! (`tune_allocator`: a 128 MiB trim threshold) keep a dropped store's heap, so that a store
+//! filled after one reuses its pages, while a viewer's first store faults in every page. Each
+//! round fills one store after `malloc_trim(0)` has given the free heap back (`fill, new pages`,
+//! as a viewer's first store), then one in the heap that store left (`fill, kept heap`). Each
+//! row prints its minor page faults per 1000 events, which show which memory it filled.
 //!
 //! `INGEST_MIX=kernels`: a job without network traffic instead, per collective its Coll and
 //! its 32 kernel channels (converted GPU times, each channel's start 10–40 ns before the
@@ -260,6 +266,51 @@ fn round(
     t.elapsed().as_secs_f64()
 }
 
+/// Minor page faults of this process so far.
+fn minor_faults() -> f64 {
+    // SAFETY: `rusage` is plain integers, for which all zeroes is a valid value; getrusage
+    // only writes the struct it is given.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru.ru_minflt as f64
+    }
+}
+
+/// Per round of one row: the baseline's and the ingest's ns per event, and the ingest's minor
+/// page faults per 1000 events.
+#[derive(Default)]
+struct Rounds {
+    base: Vec<f64>,
+    ing: Vec<f64>,
+    faults: Vec<f64>,
+}
+
+/// One round of `fill` into `out`: a baseline, then a fresh store far below its cap filled
+/// with `batches` batches and dropped. Returns the store's bytes per retained step (kernel
+/// channel with `kernels`).
+fn fill(tpl: &[Vec<EventRecord>], batches: u64, kernels: bool, out: &mut Rounds) -> f64 {
+    let n = (batches * tpl[0].len() as u64) as f64;
+    let mut st = new_store(4 << 30);
+    out.base
+        .push(round(&mut st, tpl, 0, batches, false) * 1e9 / n);
+    let mut st = new_store(4 << 30);
+    let f0 = minor_faults();
+    out.ing
+        .push(round(&mut st, tpl, 0, batches, true) * 1e9 / n);
+    out.faults.push((minor_faults() - f0) * 1e3 / n);
+    assert_eq!(st.ingested as f64, n);
+    let (items, bytes): (usize, usize) = if kernels {
+        let k = st.lanes.iter().map(|l| l.kernels.len()).sum();
+        (k, st.lanes.iter().map(|l| l.kernels.bytes()).sum())
+    } else {
+        let k = st.lanes.iter().map(|l| l.steps.len()).sum();
+        (k, st.lanes.iter().map(|l| l.steps.bytes()).sum())
+    };
+    drop(black_box(st));
+    bytes as f64 / items as f64
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -293,26 +344,17 @@ fn main() {
         "ingest: {per_batch} records per frame ({mix}, {RANKS_PER_PROC} ranks per process, {PROCS} processes), {batches} frames = {n} events per round, {rounds} alternated rounds"
     );
 
-    // fill: a fresh store per round, far below its cap.
-    let (mut base, mut ing) = (Vec::new(), Vec::new());
+    // fill: per round, a store in new pages, then one in the heap that store left (module doc).
+    let (mut new, mut kept) = (Rounds::default(), Rounds::default());
     let mut per_step = 0.0;
     for _ in 0..rounds {
-        let mut st = new_store(4 << 30);
-        base.push(round(&mut st, &tpl, 0, batches, false) * 1e9 / n);
-        let mut st = new_store(4 << 30);
-        ing.push(round(&mut st, &tpl, 0, batches, true) * 1e9 / n);
-        assert_eq!(st.ingested as f64, n);
-        let (items, bytes): (usize, usize) = if kernels {
-            let k = st.lanes.iter().map(|l| l.kernels.len()).sum();
-            (k, st.lanes.iter().map(|l| l.kernels.bytes()).sum())
-        } else {
-            let k = st.lanes.iter().map(|l| l.steps.len()).sum();
-            (k, st.lanes.iter().map(|l| l.steps.bytes()).sum())
-        };
-        per_step = bytes as f64 / items as f64;
-        drop(black_box(st));
+        // SAFETY: malloc_trim only returns free heap pages to the system.
+        unsafe { libc::malloc_trim(0) };
+        fill(&tpl, batches, kernels, &mut new);
+        per_step = fill(&tpl, batches, kernels, &mut kept);
     }
-    report("fill", &base, &ing);
+    report("fill, new pages", &new);
+    report("fill, kept heap", &kept);
     let what = if kernels {
         "kernel channel"
     } else {
@@ -326,29 +368,38 @@ fn main() {
     let warm = (cap as u64 * 2 / 32).div_ceil(per_batch);
     round(&mut st, &tpl, 0, warm, true);
     let mut next = warm;
-    let (mut base, mut ing) = (Vec::new(), Vec::new());
+    let mut at_cap = Rounds::default();
     for _ in 0..rounds {
         let mut scratch = new_store(cap);
-        base.push(round(&mut scratch, &tpl, next, batches, false) * 1e9 / n);
+        at_cap
+            .base
+            .push(round(&mut scratch, &tpl, next, batches, false) * 1e9 / n);
         let ev0 = st.evicted;
-        ing.push(round(&mut st, &tpl, next, batches, true) * 1e9 / n);
+        let f0 = minor_faults();
+        at_cap
+            .ing
+            .push(round(&mut st, &tpl, next, batches, true) * 1e9 / n);
+        at_cap.faults.push((minor_faults() - f0) * 1e3 / n);
         assert!(st.evicted > ev0 && st.bytes <= cap);
         next += batches;
     }
-    report("at cap (64 MiB, evicting)", &base, &ing);
+    report("at cap (64 MiB, evicting)", &at_cap);
 }
 
-fn report(name: &str, base: &[f64], ing: &[f64]) {
-    let (b, i) = (median(base.to_vec()), median(ing.to_vec()));
+fn report(name: &str, r: &Rounds) {
+    let (b, i) = (median(r.base.clone()), median(r.ing.clone()));
+    let tenths = |v: &[f64]| {
+        v.iter()
+            .map(|x| (x * 10.0).round() / 10.0)
+            .collect::<Vec<_>>()
+    };
     println!(
-        "{name:<26} baseline (build batch) {b:6.1} ns/ev | build + apply_frame {i:6.1} ns/ev | ingest alone {:6.1} ns/ev | ratio {:5.2}×   [rounds: base {:?} ingest {:?}]",
+        "{name:<26} baseline (build batch) {b:6.1} ns/ev | build + apply_frame {i:6.1} ns/ev | ingest alone {:6.1} ns/ev | ratio {:5.2}× | faults/1000 ev {:5.1}   [rounds: base {:?} ingest {:?} faults {:?}]",
         i - b,
         i / b,
-        base.iter()
-            .map(|x| (x * 10.0).round() / 10.0)
-            .collect::<Vec<_>>(),
-        ing.iter()
-            .map(|x| (x * 10.0).round() / 10.0)
-            .collect::<Vec<_>>(),
+        median(r.faults.clone()),
+        tenths(&r.base),
+        tenths(&r.ing),
+        tenths(&r.faults),
     );
 }
