@@ -5,9 +5,9 @@
 //! figure, what ncclprof dropped or had not read at finalize (from the summary it logs then),
 //! per 100 events the job started: a run that drops does less work, so its cost reads lower.
 //! (Ring full and unread count records: 1.1-1.2 per event at 8 ranks and more, where most
-//! events are ProxySteps, one record each, and 1.75 at 2 ranks. No ring counts calls. The
-//! drain's reasons count events.) Until 2026-12-07 the column divided by calls, about 5 per record,
-//! so it read 2.4-5x too low.
+//! events are ProxySteps, one record each, and 1.75 at 2 ranks. The drain's reasons count
+//! events. No ring counts calls, so it is shown apart, per 100 calls.) Until 2026-12-07 the
+//! column divided all of them by calls, about 5 per record, so it read 2.4-5x too low.
 //!
 //! Every run makes about the same number of calls, whatever the shape: a short run of the
 //! do-nothing plugin first measures the shape's calls per iteration. (Before, iterations were
@@ -155,7 +155,7 @@ fn main() {
         "scale: wall ns per plugin call of the whole fake job (all its threads on this machine) until every record is processed, median of {runs} alternated runs"
     );
     println!(
-        "the plugin's default settings; about {calls_per_run} calls per run; losses per 100 events the job started (ring full and unread count records, no ring calls, the drain's reasons events)"
+        "the plugin's default settings; about {calls_per_run} calls per run; losses per 100 events the job started (ring full and unread count records, the drain's reasons events; no ring counts calls: per 100 calls)"
     );
     println!(
         "| ranks | comms | calls per run | noop ns/call | ncclprof ns/call | added ns/call | of which the drain's catch-up after finalize, ns/call ({runs} runs) | records dropped + unread at finalize, per 100 events started ({runs} runs) |"
@@ -191,6 +191,9 @@ fn main() {
             lost.push(match summary {
                 Some(Losses { by_reason, unread }) => {
                     let (mut new, mut named, mut carried) = (0, Vec::new(), Vec::new());
+                    // Counted per call (a thread without a ring records none of its calls),
+                    // so shown per 100 calls, apart from the records and events.
+                    let mut no_ring_calls = 0;
                     let mut drain_counts_here = false;
                     for (r, (now, before)) in DropReason::ALL
                         .iter()
@@ -206,6 +209,8 @@ fn main() {
                         drain_counts_here |= drain_only;
                         if n > 0 && drain_only && drain_counts_unreported {
                             carried.push(format!("{} {n}", r.name()));
+                        } else if n > 0 && *r == DropReason::NoRing {
+                            no_ring_calls = n;
                         } else if n > 0 {
                             named.push(format!("{} {n}", r.name()));
                             new += n;
@@ -226,7 +231,14 @@ fn main() {
                     } else {
                         format!(" ({})", named.join(", "))
                     };
-                    format!("{:.1} + {:.1}{named}", pct(new), pct(unread))
+                    let no_ring = match no_ring_calls {
+                        0 => String::new(),
+                        n => format!(
+                            "; no ring {n} calls, {:.1} per 100",
+                            n as f64 * 100.0 / calls.max(1) as f64
+                        ),
+                    };
+                    format!("{:.1} + {:.1}{named}{no_ring}", pct(new), pct(unread))
                 }
                 None => "?".into(),
             });
