@@ -44,6 +44,10 @@ const DUMP_CHANNELS: u32 = 4;
 const DUMP_STEPS: u32 = 4;
 /// Spans per group in the dump.
 const DUMP_PER_GROUP: usize = 4 + DUMP_CHANNELS as usize * (3 + 3 * DUMP_STEPS as usize);
+/// Records the import makes of a group: its 4 API, launch and Coll spans, and per channel the
+/// KernelCh, one ProxyOp of the Schedule and Progress spans, and one step of each step's 3
+/// state spans.
+const DUMP_RECORDS_PER_GROUP: u64 = 4 + DUMP_CHANNELS as u64 * (2 + DUMP_STEPS as u64);
 const DUMP_HASH: u64 = 0x5eed_cafe_f00d;
 
 fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
@@ -297,7 +301,11 @@ fn write_dumps(dir: &Path, total: usize) -> (Vec<PathBuf>, u64) {
         let mut out = DumpWriter { w, pid, skew };
         let (mut proxy_id, mut net_id) = (0u64, 0u64);
         for g in 0..groups {
-            let t = 10_000.0 + g as f64 * 1_000.0 + f64::from(rank) * 3.0;
+            // From 20 ms: with its zero 1.7 ms later per rank, rank 7's first spans are still
+            // after its own zero, as every span of a real dump is (its `ts` counts from the
+            // process's first init). From 10 ms, as until 2026-12-07, ranks 6 and 7 began
+            // with negative times, which the import takes for untimed, and lost their steps.
+            let t = 20_000.0 + g as f64 * 1_000.0 + f64::from(rank) * 3.0;
             out.line(
                 "Group API",
                 "GROUP_API",
@@ -553,6 +561,11 @@ fn main() {
         back.procs.len()
     );
     assert_eq!(back.procs.len(), DUMP_RANKS as usize);
+    // Every span became part of a record: nothing was taken for untimed or lost.
+    assert_eq!(
+        back.retained as u64,
+        spans / DUMP_PER_GROUP as u64 * DUMP_RECORDS_PER_GROUP
+    );
     rows.push(Row {
         what: "open example-plugin dump (`open::load`, 8 files)".into(),
         events: spans,
