@@ -3,6 +3,9 @@
 //! real viewer pipeline receives it: the TUI's live source (directory watcher, one receiver
 //! thread per process), its ingest into the store and a 30 fps render of the timeline into a
 //! 160×48 test backend — everything `ncclprof-tui` does except writing to a terminal.
+//! Its ProxyOps have no collective (a NULL parent, as under a mask without the Coll bit), so
+//! the drain's linking of a job's ops to their collective is not in the figures: the drain's
+//! cost per event is a lower bound of a job's.
 //!
 //! For each rate: events produced (ProxyOps + ProxySteps), events in the viewer's store,
 //! drops as the plugin counted them (the drain's apart: they can come 10-60 s late), latency
