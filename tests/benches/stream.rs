@@ -4,8 +4,8 @@
 //! thread per process), its ingest into the store and a 30 fps render of the timeline into a
 //! 160×48 test backend — everything `ncclprof-tui` does except writing to a terminal.
 //! Its ProxyOps have no collective (a NULL parent, as under a mask without the Coll bit), so
-//! the drain's linking of a job's ops to their collective is not in the figures: the drain's
-//! cost per event is a lower bound of a job's.
+//! the drain's linking of a job's ops to their collective is not in its figures:
+//! `STREAM_MIX=colls` puts a Coll, with its kernel channels, above every 8 of them.
 //!
 //! For each rate: events produced (ProxyOps + ProxySteps), events in the viewer's store,
 //! drops as the plugin counted them (the drain's apart: they can come 10-60 s late), latency
@@ -22,7 +22,10 @@
 //! builds alternated without copying one over the other), `STREAM_MIX=kernels` (a job without
 //! network traffic instead, one node over NVLink: per collective its start and stop and 32
 //! kernel channels, each a start, its GPU stop and its stop, GPU times in epoch ns as an
-//! H200's `%globaltimer`: 33 events in 98 calls).
+//! H200's `%globaltimer`: 33 events in 98 calls), `STREAM_MIX=colls` (the default's ProxyOps
+//! under collectives: per collective a Coll, started and stopped first as NCCL stops it at
+//! enqueue, and 8 channels, each a ProxyOp with its steps and then a kernel channel: 81 events
+//! in 370 calls).
 //! Run without `--bench`, as `cargo test --bench '*'` runs it, it streams 1 s at 100 000
 //! events/s: a check that the bench still runs, not a measurement.
 
@@ -50,6 +53,12 @@ const EVENTS_PER_OP: u64 = STEPS_PER_OP + 1;
 const CHANNELS: u64 = 32;
 /// Events per collective of that mix: the collective and its channels.
 const EVENTS_PER_COLL: u64 = CHANNELS + 1;
+/// `STREAM_MIX=colls`: channels per collective, each a ProxyOp and a kernel channel.
+const OPS_PER_COLL: u64 = 8;
+/// `STREAM_MIX=colls`: events per collective.
+const EVENTS_PER_JOB_COLL: u64 = 1 + OPS_PER_COLL * (EVENTS_PER_OP + 1);
+/// GPU stamps (`%globaltimer`, epoch ns) are this plus the host's monotonic ns.
+const KERNEL_EPOCH_NS: u64 = 1_790_000_000_000_000_000;
 
 /// What the producer threads drive.
 #[derive(Clone, Copy, PartialEq)]
@@ -58,6 +67,9 @@ enum Mix {
     Steps,
     /// A job without network traffic: collectives and their kernel channels.
     Kernels,
+    /// `Steps` with a collective above its ProxyOps: per collective a Coll (start and stop,
+    /// as NCCL stops it at enqueue) and `OPS_PER_COLL` ProxyOps under it, one per channel.
+    Colls,
 }
 
 /// CPU seconds (user + system) of this process's threads, grouped by thread-name prefix.
@@ -125,6 +137,7 @@ fn main() {
     let producers: u64 = ncclprof_tests::env("STREAM_PRODUCERS").unwrap_or(1).max(1);
     let mix = match std::env::var("STREAM_MIX").as_deref() {
         Ok("kernels") => Mix::Kernels,
+        Ok("colls") => Mix::Colls,
         _ => Mix::Steps,
     };
     let rates: Vec<u64> = std::env::var("STREAM_RATES")
@@ -237,6 +250,10 @@ fn main() {
         Mix::Steps => println!(
             "end-to-end streaming into the real viewer (ingest + 30 fps render): one ProxyOp = {EVENTS_PER_OP} events = {} calls, {producers} producer thread(s), {secs} s per rate",
             3 + STEPS_PER_OP * 5
+        ),
+        Mix::Colls => println!(
+            "end-to-end streaming into the real viewer (ingest + 30 fps render), STREAM_MIX=colls: one collective = {EVENTS_PER_JOB_COLL} events (the Coll and {OPS_PER_COLL} channels of a ProxyOp of {EVENTS_PER_OP} events and a kernel channel) = {} calls, {producers} producer thread(s), {secs} s per rate",
+            2 + OPS_PER_COLL * (3 + STEPS_PER_OP * 5 + 3)
         ),
         Mix::Kernels => println!(
             "end-to-end streaming into the real viewer (ingest + 30 fps render), STREAM_MIX=kernels: one collective = {EVENTS_PER_COLL} events (the Coll and {CHANNELS} kernel channels) = {} calls, {producers} producer thread(s), {secs} s per rate",
@@ -433,36 +450,94 @@ fn produce(fns: Fns, ctx: usize, rate: u64, mix: Mix, stop: &AtomicBool) -> (u64
         proxyStep_transSize: 1 << 19,
     };
     let a = &mut args as *mut _ as *mut c_void;
+    // SAFETY: as above.
+    let mut coll: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
+    coll.type_ = abi::ev::COLL;
+    coll.u.coll.func = c"AllReduce".as_ptr();
+    coll.u.coll.datatype = c"ncclFloat32".as_ptr();
+    coll.u.coll.nChannels = OPS_PER_COLL as u8;
+    // SAFETY: as above.
+    let mut kernel: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
+    kernel.type_ = abi::ev::KERNEL_CH;
+    // Events per paced unit: a ProxyOp and its steps, or (`colls`) a collective over
+    // OPS_PER_COLL channels, each a ProxyOp with its steps and a kernel channel.
+    let per_unit = if mix == Mix::Colls {
+        EVENTS_PER_JOB_COLL
+    } else {
+        EVENTS_PER_OP
+    };
     let start = Instant::now();
-    let mut ops = 0u64;
+    let mut units = 0u64;
     while !stop.load(Ordering::Relaxed) {
         // Pace in 100 µs slices.
-        let due = (start.elapsed().as_nanos() as u64 * rate / 1_000_000_000 / EVENTS_PER_OP)
-            .saturating_sub(ops);
-        for _ in 0..due {
-            // SAFETY: valid context, handle slots, descriptors and args.
-            unsafe {
-                let mut oh = std::ptr::null_mut();
-                start_event(ctx, &mut oh, &mut op as *mut _ as *mut c_void);
-                record(oh, abi::st::PROXY_OP_IN_PROGRESS, a);
-                step.parentObj = oh;
-                for s in 0..STEPS_PER_OP as c_int {
-                    step.u.proxyStep = abi::v1::ProxyStep { step: s };
-                    let mut sh = std::ptr::null_mut();
-                    start_event(ctx, &mut sh, &mut step as *mut _ as *mut c_void);
-                    record(sh, abi::st::STEP_SEND_GPU_WAIT, a);
-                    record(sh, abi::st::STEP_SEND_PEER_WAIT, a);
-                    record(sh, abi::st::STEP_SEND_WAIT, a);
-                    stop_event(sh);
+        let due = (start.elapsed().as_nanos() as u64 * rate / 1_000_000_000 / per_unit)
+            .saturating_sub(units);
+        // Kernel channels' GPU stamps, as `produce_kernels` makes them: over the slice before.
+        let gpu_now = KERNEL_EPOCH_NS + monotonic_ns();
+        let share = 100_000 / due.max(1);
+        for u in 0..due {
+            let ops_here = if mix == Mix::Colls {
+                // SAFETY: valid context, handle slot and descriptor.
+                unsafe {
+                    let mut ch = std::ptr::null_mut();
+                    coll.u.coll.seqNumber = units + u;
+                    start_event(ctx, &mut ch, &mut coll as *mut _ as *mut c_void);
+                    stop_event(ch);
+                    op.parentObj = ch;
                 }
-                stop_event(oh);
+                OPS_PER_COLL
+            } else {
+                1
+            };
+            for o in 0..ops_here {
+                if mix == Mix::Colls {
+                    op.u.proxyOp.channelId = o as u8;
+                }
+                // SAFETY: valid context, handle slots, descriptors and args.
+                unsafe {
+                    let mut oh = std::ptr::null_mut();
+                    start_event(ctx, &mut oh, &mut op as *mut _ as *mut c_void);
+                    record(oh, abi::st::PROXY_OP_IN_PROGRESS, a);
+                    step.parentObj = oh;
+                    for s in 0..STEPS_PER_OP as c_int {
+                        step.u.proxyStep = abi::v1::ProxyStep { step: s };
+                        let mut sh = std::ptr::null_mut();
+                        start_event(ctx, &mut sh, &mut step as *mut _ as *mut c_void);
+                        record(sh, abi::st::STEP_SEND_GPU_WAIT, a);
+                        record(sh, abi::st::STEP_SEND_PEER_WAIT, a);
+                        record(sh, abi::st::STEP_SEND_WAIT, a);
+                        stop_event(sh);
+                    }
+                    stop_event(oh);
+                    if mix == Mix::Colls {
+                        // The channel's kernel: a Coll whose mask has KernelCh waits for all
+                        // its channels' (its nChannels) before it completes.
+                        let gpu_start = gpu_now - 100_000 + u * share + o * share / 32;
+                        kernel.parentObj = op.parentObj;
+                        kernel.u.kernelCh = abi::v4::KernelCh {
+                            channelId: o as u8,
+                            pTimer: gpu_start,
+                        };
+                        let mut kh = std::ptr::null_mut();
+                        start_event(ctx, &mut kh, &mut kernel as *mut _ as *mut c_void);
+                        let mut gpu_stop = v4::ncclProfilerEventStateArgs_v4_t {
+                            kernelCh_pTimer: gpu_start + share / 2,
+                        };
+                        record(
+                            kh,
+                            abi::st::KERNEL_CH_STOP,
+                            &mut gpu_stop as *mut _ as *mut c_void,
+                        );
+                        stop_event(kh);
+                    }
+                }
             }
         }
-        ops += due;
+        units += due;
         std::thread::sleep(Duration::from_micros(100));
     }
     (
-        ops * EVENTS_PER_OP,
+        units * per_unit,
         ncclprof_tests::cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID),
     )
 }
@@ -473,7 +548,7 @@ fn produce(fns: Fns, ctx: usize, rate: u64, mix: Mix, stop: &AtomicBool) -> (u64
 /// from the GPU): the slice's collectives one after the other over the slice before it, each
 /// one's channels starting within the first quarter of its share and running half of it.
 fn produce_kernels(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, f64) {
-    const EPOCH: u64 = 1_790_000_000_000_000_000;
+    const EPOCH: u64 = KERNEL_EPOCH_NS;
     let ctx = ctx as *mut c_void;
     let (start_event, stop_event, record) = fns;
     // SAFETY: a zeroed descriptor is a valid v6 descriptor (NULL strings, parents).
