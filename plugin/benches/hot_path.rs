@@ -352,6 +352,9 @@ fn median(v: &mut [f64]) -> f64 {
 #[derive(Default)]
 struct SeenDrops {
     counters_frames: AtomicU64,
+    /// The plugin closed the connection: from then on (b) has no viewer, and the counts
+    /// stop at that moment.
+    closed: std::sync::atomic::AtomicBool,
     dropped: [AtomicU64; DropReason::COUNT],
 }
 type Drops = std::sync::Arc<SeenDrops>;
@@ -382,7 +385,10 @@ fn attach_viewer(dir: &std::path::Path) -> Drops {
             let c = match conn.data.recv_frame() {
                 Ok(Frame::Counters(c)) => c,
                 Ok(_) | Err(RecvError::BadFrame(_)) => continue,
-                Err(RecvError::Closed(_)) => break,
+                Err(RecvError::Closed(_)) => {
+                    seen.closed.store(true, Ordering::Relaxed);
+                    break;
+                }
             };
             for r in DropReason::ALL {
                 seen.dropped[r as usize].store(c.dropped_for(r), Ordering::Relaxed);
@@ -398,6 +404,11 @@ fn drops_line(drops: &Drops) -> String {
     if drops.counters_frames.load(Ordering::Relaxed) == 0 {
         return "not known (no Counters frame came)".to_string();
     }
+    let closed = if drops.closed.load(Ordering::Relaxed) {
+        " (THE PLUGIN DROPPED THE TEST VIEWER: counts as of then, and (b) had no viewer after)"
+    } else {
+        ""
+    };
     let counted: Vec<String> = DropReason::ALL
         .iter()
         .filter_map(|&r| {
@@ -405,11 +416,12 @@ fn drops_line(drops: &Drops) -> String {
             (n > 0).then(|| format!("{} {n}", r.name()))
         })
         .collect();
-    if counted.is_empty() {
+    let counted = if counted.is_empty() {
         "none".to_string()
     } else {
         counted.join(", ")
-    }
+    };
+    format!("{counted}{closed}")
 }
 
 /// `HOT_PATH_CANDIDATE=/path/to/other/libnccl_profiler_ncclprof.so`: this build against
@@ -581,7 +593,7 @@ fn main() {
         idle_percent(idle_secs)
     );
     println!(
-        "records the plugin dropped over the whole bench (its last Counters frame): {}",
+        "records the plugin dropped over the whole bench (its last Counters frame; the drain's abandoned and unknown handles come 10-60 s late, not all in it): {}",
         drops_line(&viewer)
     );
 }

@@ -6,8 +6,16 @@
 //! per 100 events the job started: a run that drops does less work, so its cost reads lower.
 //! (Ring full and unread count records: 1.1-1.2 per event at 8 ranks and more, where most
 //! events are ProxySteps, one record each, and 1.75 at 2 ranks. The drain's reasons count
-//! events. No ring counts calls, so it is shown apart, per 100 calls.) Until 2026-12-07 the
-//! column divided all of them by calls, about 5 per record, so it read 2.4-5x too low.
+//! events, and so does no ring, nearly: a thread without a ring counts an event once, at its
+//! start, and hands NCCL a NULL handle, for which NCCL makes no more calls (it also counts a
+//! state or stop such a thread makes for another thread's event). No ring is shown apart:
+//! none of those events' records exist.) Until 2026-12-07 the column divided all of them by
+//! calls: 2.4-5x too low per record since a step became one record (`86e0fb0`), about 1.8-2.6x
+//! before, and about 3x too low for no ring.
+//!
+//! Both runs' wall is divided by the do-nothing run's calls, the job's: a run whose threads
+//! lack rings makes fewer calls (no states or stops for NULL handles) for the same work, and
+//! the table prints its count beside the job's where they differ.
 //!
 //! Every run makes about the same number of calls, whatever the shape: a short run of the
 //! do-nothing plugin first measures the shape's calls per iteration. (Before, iterations were
@@ -79,7 +87,7 @@ fn settle() -> Duration {
 
 /// One run's figures.
 struct Run {
-    ns_per_call: f64,
+    wall_ns: u64,
     calls: u64,
     /// startEvent calls the job made (events started, of every kind).
     events: u64,
@@ -123,7 +131,7 @@ fn run_once(
         .map(|(_, n)| n)
         .sum();
     Run {
-        ns_per_call: t.wall_ns as f64 / t.total_calls.max(1) as f64,
+        wall_ns: t.wall_ns,
         calls: t.total_calls,
         events,
         losses: ncclprof_tests::loss::drops_by_reason(&t.log),
@@ -155,7 +163,7 @@ fn main() {
         "scale: wall ns per plugin call of the whole fake job (all its threads on this machine) until every record is processed, median of {runs} alternated runs"
     );
     println!(
-        "the plugin's default settings; about {calls_per_run} calls per run; losses per 100 events the job started (ring full and unread count records, the drain's reasons events; no ring counts calls: per 100 calls)"
+        "the plugin's default settings; about {calls_per_run} calls per run (the do-nothing run's: ns per call divides both runs' wall by them); losses per 100 events the job started (ring full and unread count records, the drain's reasons and no ring events)"
     );
     println!(
         "| ranks | comms | calls per run | noop ns/call | ncclprof ns/call | added ns/call | of which the drain's catch-up after finalize, ns/call ({runs} runs) | records dropped + unread at finalize, per 100 events started ({runs} runs) |"
@@ -172,28 +180,35 @@ fn main() {
     for (ranks, comms) in shapes {
         let iterations = iterations_for(&noop, ranks, comms, calls_per_run);
         let (mut a, mut b, mut lost, mut after) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut calls_seen = Vec::new();
+        let (mut calls_seen, mut prof_calls_seen) = (Vec::new(), Vec::new());
         for _ in 0..runs {
-            a.push(run_once(&noop, ranks, comms, true, iterations).ns_per_call);
+            let base = run_once(&noop, ranks, comms, true, iterations);
+            // Both runs are divided by the calls of the do-nothing run, the job's calls: where
+            // a thread has no ring, ncclprof hands NCCL a NULL handle and NCCL makes no state
+            // or stop calls for that event, so its run makes fewer calls for the same work.
+            let calls = base.calls.max(1);
+            calls_seen.push(calls as f64);
+            a.push(base.wall_ns as f64 / calls as f64);
             settle();
             let Run {
-                ns_per_call: ns,
-                calls,
+                wall_ns,
+                calls: prof_calls,
                 events,
                 losses: summary,
             } = run_once(&prof, ranks, comms, false, iterations);
-            calls_seen.push(calls as f64);
+            prof_calls_seen.push(prof_calls as f64);
             // The drain's catch-up after finalize counts: the job's records were not all
             // processed when it returned.
-            let catch_up = settle().as_nanos() as f64 / calls.max(1) as f64;
-            b.push(ns + catch_up);
+            let catch_up = settle().as_nanos() as f64 / calls as f64;
+            b.push(wall_ns as f64 / calls as f64 + catch_up);
             after.push(format!("{catch_up:.0}"));
             lost.push(match summary {
                 Some(Losses { by_reason, unread }) => {
                     let (mut new, mut named, mut carried) = (0, Vec::new(), Vec::new());
-                    // Counted per call (a thread without a ring records none of its calls),
-                    // so shown per 100 calls, apart from the records and events.
-                    let mut no_ring_calls = 0;
+                    // Events a thread without a ring started (counted once, at the start: NCCL
+                    // makes no more calls for a NULL handle), shown apart: none of their
+                    // records exist to be dropped.
+                    let mut no_ring_events = 0;
                     let mut drain_counts_here = false;
                     for (r, (now, before)) in DropReason::ALL
                         .iter()
@@ -210,7 +225,7 @@ fn main() {
                         if n > 0 && drain_only && drain_counts_unreported {
                             carried.push(format!("{} {n}", r.name()));
                         } else if n > 0 && *r == DropReason::NoRing {
-                            no_ring_calls = n;
+                            no_ring_events = n;
                         } else if n > 0 {
                             named.push(format!("{} {n}", r.name()));
                             new += n;
@@ -231,12 +246,9 @@ fn main() {
                     } else {
                         format!(" ({})", named.join(", "))
                     };
-                    let no_ring = match no_ring_calls {
+                    let no_ring = match no_ring_events {
                         0 => String::new(),
-                        n => format!(
-                            "; no ring {n} calls, {:.1} per 100",
-                            n as f64 * 100.0 / calls.max(1) as f64
-                        ),
+                        n => format!("; no ring {n} events unrecorded, {:.1} per 100", pct(n)),
                     };
                     format!("{:.1} + {:.1}{named}{no_ring}", pct(new), pct(unread))
                 }
@@ -245,8 +257,14 @@ fn main() {
         }
         let (x, y) = (median(&mut a), median(&mut b));
         let calls = median(&mut calls_seen);
+        let prof_calls = median(&mut prof_calls_seen);
+        let calls = if (prof_calls - calls).abs() > calls * 0.001 {
+            format!("{calls:.0} (ncclprof {prof_calls:.0})")
+        } else {
+            format!("{calls:.0}")
+        };
         println!(
-            "| {ranks:>5} | {comms:>5} | {calls:>10.0} | {x:>12.1} | {y:>16.1} | {:>13.1} | {:>20} | {:>40} |",
+            "| {ranks:>5} | {comms:>5} | {calls:>10} | {x:>12.1} | {y:>16.1} | {:>13.1} | {:>20} | {:>40} |",
             y - x,
             after.join(" / "),
             lost.join(" / ")
