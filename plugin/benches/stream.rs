@@ -31,16 +31,6 @@ type T = ProfilerTable<InitV5, v6::Descr, v4::StateArgs>;
 /// Steps per ProxyOp, as `tests/benches/stream.rs` drives them.
 const STEPS_PER_OP: u64 = 8;
 
-/// Reasons only the drain counts (as `ncclprof_tests::loss::DRAIN_ONLY`, which this crate
-/// cannot depend on): unknown handle and abandoned mostly when it gives an event up, 10 or 60
-/// completion timeouts after its last sign of life (`LOST_AFTER_TIMEOUTS`,
-/// `LEAKED_AFTER_TIMEOUTS` in `completion.rs`), so they can land in a later rate's row.
-const DRAIN_ONLY: [DropReason; 3] = [
-    DropReason::TableFull,
-    DropReason::UnknownHandle,
-    DropReason::Abandoned,
-];
-
 fn lib_path() -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
@@ -157,7 +147,7 @@ fn main() {
     );
     println!(
         "records dropped by the drain ({}) are counted apart: it counts {} and {} mostly when it gives an event up, 10-60 s later (10-60 completion timeouts), so a row's may belong to an earlier row",
-        DRAIN_ONLY.map(DropReason::name).join(", "),
+        DropReason::DRAIN_ONLY.map(DropReason::name).join(", "),
         DropReason::UnknownHandle.name(),
         DropReason::Abandoned.name(),
     );
@@ -260,11 +250,11 @@ fn main() {
         };
         let on_threads: u64 = DropReason::ALL
             .iter()
-            .filter(|r| !DRAIN_ONLY.contains(r))
+            .filter(|r| !DropReason::DRAIN_ONLY.contains(r))
             .map(|&r| reason(r))
             .sum();
         // Named: "0", or e.g. "abandoned 2, unknown handle 1".
-        let late: Vec<String> = DRAIN_ONLY
+        let late: Vec<String> = DropReason::DRAIN_ONLY
             .iter()
             .filter(|&&r| reason(r) > 0)
             .map(|&r| format!("{} {}", r.name(), reason(r)))

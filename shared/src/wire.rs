@@ -148,6 +148,16 @@ impl DropReason {
         DropReason::Abandoned,
         DropReason::UnknownType,
     ];
+    /// The reasons only the plugin's drain thread counts, as it completes events (the others
+    /// are counted where the record is lost: on NCCL's thread or by the sender). Unknown
+    /// handle and abandoned mostly when it gives an event up, 10-60 completion timeouts after
+    /// its last sign of life: they come late, and a summary written while the drain was
+    /// behind has none of them.
+    pub const DRAIN_ONLY: [DropReason; 3] = [
+        DropReason::TableFull,
+        DropReason::UnknownHandle,
+        DropReason::Abandoned,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             DropReason::RingFull => "ring full",

@@ -220,7 +220,7 @@ fn main() {
                         };
                         let n = now.saturating_sub(*before);
                         *before = (*before).max(now);
-                        let drain_only = ncclprof_tests::loss::DRAIN_ONLY.contains(r);
+                        let drain_only = DropReason::DRAIN_ONLY.contains(r);
                         drain_counts_here |= drain_only;
                         if n > 0 && drain_only && drain_counts_unreported {
                             carried.push(format!("{} {n}", r.name()));

@@ -38,7 +38,6 @@ use std::time::{Duration, Instant};
 use ncclprof_shared::clock::monotonic_ns;
 use ncclprof_shared::wire::DropReason;
 use ncclprof_sim::abi::{self, ProfilerTable, v4, v6};
-use ncclprof_tests::loss::DRAIN_ONLY;
 use ncclprof_tui::app::App;
 use ncclprof_tui::event_loop::{Effects, ingest_turn};
 use ncclprof_tui::model::source;
@@ -262,7 +261,7 @@ fn main() {
     }
     println!(
         "records dropped by the drain ({}) are counted apart: it counts {} and {} mostly when it gives an event up, 10-60 s later (10-60 completion timeouts), so a row's may belong to an earlier row",
-        DRAIN_ONLY.map(DropReason::name).join(", "),
+        DropReason::DRAIN_ONLY.map(DropReason::name).join(", "),
         DropReason::UnknownHandle.name(),
         DropReason::Abandoned.name(),
     );
@@ -335,14 +334,14 @@ fn main() {
         let others: Vec<DropReason> = DropReason::ALL
             .into_iter()
             .filter(|r| *r != DropReason::RingFull && *r != DropReason::ViewerSlow)
-            .filter(|r| !DRAIN_ONLY.contains(r))
+            .filter(|r| !DropReason::DRAIN_ONLY.contains(r))
             .collect();
         let other = match others.iter().map(|&r| reason(r)).sum::<u64>() {
             0 => "0".to_string(),
             n => format!("{n} ({})", named(&others).join(", ")),
         };
         // The drain's, named apart: "0", or e.g. "abandoned 2, unknown handle 1".
-        let late = match named(&DRAIN_ONLY) {
+        let late = match named(&DropReason::DRAIN_ONLY) {
             l if l.is_empty() => "0".to_string(),
             l => l.join(", "),
         };
@@ -423,6 +422,60 @@ fn ring_full_by_second(log: &[(u64, u64)], started: u64) -> String {
 }
 
 type Fns = (abi::StartFn, abi::StopFn, abi::RecordFn);
+type Descr = v6::ncclProfilerEventDescr_v6_t;
+
+/// An AllReduce's Coll descriptor over `channels` channels (no parent).
+fn coll_descr(channels: u64) -> Descr {
+    // SAFETY: a zeroed descriptor is a valid v6 descriptor (NULL strings, parents).
+    let mut coll: Descr = unsafe { std::mem::zeroed() };
+    coll.type_ = abi::ev::COLL;
+    coll.u.coll.func = c"AllReduce".as_ptr();
+    coll.u.coll.datatype = c"ncclFloat32".as_ptr();
+    coll.u.coll.nChannels = channels as u8;
+    coll
+}
+
+/// A KernelCh descriptor; its parent and arm are set per channel (`kernel_channel`).
+fn kernel_descr() -> Descr {
+    // SAFETY: as in `coll_descr`.
+    let mut kernel: Descr = unsafe { std::mem::zeroed() };
+    kernel.type_ = abi::ev::KERNEL_CH;
+    kernel
+}
+
+/// Channel `channel`'s kernel under `kernel.parentObj`, as NCCL's proxy thread records it
+/// (spec §4.4): its start with the GPU start time, its GPU stop, at once its stop. `gpu`:
+/// (start, stop), `%globaltimer` ns.
+///
+/// # Safety
+/// `ctx` and `kernel.parentObj` are what the plugin handed out (or NULL), `fns` its table's.
+unsafe fn kernel_channel(
+    fns: Fns,
+    ctx: *mut c_void,
+    kernel: &mut Descr,
+    channel: u64,
+    gpu: (u64, u64),
+) {
+    let (start_event, stop_event, record) = fns;
+    kernel.u.kernelCh = abi::v4::KernelCh {
+        channelId: channel as u8,
+        pTimer: gpu.0,
+    };
+    let mut gpu_stop = v4::ncclProfilerEventStateArgs_v4_t {
+        kernelCh_pTimer: gpu.1,
+    };
+    let mut kh = std::ptr::null_mut();
+    // SAFETY: valid context, handle slot, descriptor and args (the caller's contract).
+    unsafe {
+        start_event(ctx, &mut kh, (kernel as *mut Descr).cast());
+        record(
+            kh,
+            abi::st::KERNEL_CH_STOP,
+            &mut gpu_stop as *mut _ as *mut c_void,
+        );
+        stop_event(kh);
+    }
+}
 
 /// Drive `mix` at `rate` events/s until `stop`; returns events produced and the thread's CPU
 /// seconds.
@@ -450,15 +503,8 @@ fn produce(fns: Fns, ctx: usize, rate: u64, mix: Mix, stop: &AtomicBool) -> (u64
         proxyStep_transSize: 1 << 19,
     };
     let a = &mut args as *mut _ as *mut c_void;
-    // SAFETY: as above.
-    let mut coll: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
-    coll.type_ = abi::ev::COLL;
-    coll.u.coll.func = c"AllReduce".as_ptr();
-    coll.u.coll.datatype = c"ncclFloat32".as_ptr();
-    coll.u.coll.nChannels = OPS_PER_COLL as u8;
-    // SAFETY: as above.
-    let mut kernel: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
-    kernel.type_ = abi::ev::KERNEL_CH;
+    let mut coll = coll_descr(OPS_PER_COLL);
+    let mut kernel = kernel_descr();
     // Events per paced unit: a ProxyOp and its steps, or (`colls`) a collective over
     // OPS_PER_COLL channels, each a ProxyOp with its steps and a kernel channel.
     let per_unit = if mix == Mix::Colls {
@@ -514,21 +560,8 @@ fn produce(fns: Fns, ctx: usize, rate: u64, mix: Mix, stop: &AtomicBool) -> (u64
                         // its channels' (its nChannels) before it completes.
                         let gpu_start = gpu_now - 100_000 + u * share + o * share / 32;
                         kernel.parentObj = op.parentObj;
-                        kernel.u.kernelCh = abi::v4::KernelCh {
-                            channelId: o as u8,
-                            pTimer: gpu_start,
-                        };
-                        let mut kh = std::ptr::null_mut();
-                        start_event(ctx, &mut kh, &mut kernel as *mut _ as *mut c_void);
-                        let mut gpu_stop = v4::ncclProfilerEventStateArgs_v4_t {
-                            kernelCh_pTimer: gpu_start + share / 2,
-                        };
-                        record(
-                            kh,
-                            abi::st::KERNEL_CH_STOP,
-                            &mut gpu_stop as *mut _ as *mut c_void,
-                        );
-                        stop_event(kh);
+                        let span = (gpu_start, gpu_start + share / 2);
+                        kernel_channel(fns, ctx, &mut kernel, o, span);
                     }
                 }
             }
@@ -548,25 +581,17 @@ fn produce(fns: Fns, ctx: usize, rate: u64, mix: Mix, stop: &AtomicBool) -> (u64
 /// from the GPU): the slice's collectives one after the other over the slice before it, each
 /// one's channels starting within the first quarter of its share and running half of it.
 fn produce_kernels(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, f64) {
-    const EPOCH: u64 = KERNEL_EPOCH_NS;
     let ctx = ctx as *mut c_void;
-    let (start_event, stop_event, record) = fns;
-    // SAFETY: a zeroed descriptor is a valid v6 descriptor (NULL strings, parents).
-    let mut coll: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
-    coll.type_ = abi::ev::COLL;
-    coll.u.coll.func = c"AllReduce".as_ptr();
-    coll.u.coll.datatype = c"ncclFloat32".as_ptr();
-    coll.u.coll.nChannels = CHANNELS as u8;
-    // SAFETY: as above.
-    let mut kernel: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
-    kernel.type_ = abi::ev::KERNEL_CH;
+    let (start_event, stop_event, _) = fns;
+    let mut coll = coll_descr(CHANNELS);
+    let mut kernel = kernel_descr();
     let start = Instant::now();
     let mut colls = 0u64;
     while !stop.load(Ordering::Relaxed) {
         // Pace in 100 µs slices.
         let due = (start.elapsed().as_nanos() as u64 * rate / 1_000_000_000 / EVENTS_PER_COLL)
             .saturating_sub(colls);
-        let gpu_now = EPOCH + monotonic_ns();
+        let gpu_now = KERNEL_EPOCH_NS + monotonic_ns();
         let share = 100_000 / due.max(1);
         for c in 0..due {
             // SAFETY: valid context, handle slots, descriptors and args.
@@ -578,21 +603,7 @@ fn produce_kernels(fns: Fns, ctx: usize, rate: u64, stop: &AtomicBool) -> (u64, 
                 kernel.parentObj = ch;
                 for k in 0..CHANNELS {
                     let gpu_start = gpu_now - 100_000 + c * share + k * share / (4 * CHANNELS);
-                    kernel.u.kernelCh = abi::v4::KernelCh {
-                        channelId: k as u8,
-                        pTimer: gpu_start,
-                    };
-                    let mut kh = std::ptr::null_mut();
-                    start_event(ctx, &mut kh, &mut kernel as *mut _ as *mut c_void);
-                    let mut gpu_stop = v4::ncclProfilerEventStateArgs_v4_t {
-                        kernelCh_pTimer: gpu_start + share / 2,
-                    };
-                    record(
-                        kh,
-                        abi::st::KERNEL_CH_STOP,
-                        &mut gpu_stop as *mut _ as *mut c_void,
-                    );
-                    stop_event(kh);
+                    kernel_channel(fns, ctx, &mut kernel, k, (gpu_start, gpu_start + share / 2));
                 }
             }
         }

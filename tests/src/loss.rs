@@ -12,13 +12,6 @@ pub struct Losses {
     pub unread: u64,
 }
 
-/// The reasons only the drain counts: a summary written while it was behind has none of them.
-pub const DRAIN_ONLY: [DropReason; 3] = [
-    DropReason::TableFull,
-    DropReason::UnknownHandle,
-    DropReason::Abandoned,
-];
-
 /// Records dropped so far, by reason, and records unread, from ncclprof's summary at the last
 /// finalize (`summary::loss_summary`). Both count since the plugin was loaded. A summary
 /// written while the drain was behind (finalize stopped waiting) lists only what NCCL's
@@ -39,7 +32,7 @@ pub fn drops_by_reason(log: &[String]) -> Option<Losses> {
     };
     let mut by = [Some(0); DropReason::COUNT];
     for r in DropReason::ALL {
-        if unread.is_some() && DRAIN_ONLY.contains(&r) {
+        if unread.is_some() && DropReason::DRAIN_ONLY.contains(&r) {
             by[r as usize] = None;
         } else if let Some((_, rest)) = drops
             .split_once("dropped: ")
