@@ -10,7 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU32, AtomicU64, 
 /// Most communicators per process the plugin profiles; more get a NULL context.
 pub const MAX_CONTEXTS: usize = 1024;
 
+/// One communicator's slot. A cache line each: NCCL's threads find a context's slot by its
+/// address (`Contexts::index_of`), and a power-of-two size makes that a shift, not a
+/// division by a multiply (BENCHMARKS.md §1, "Instructions per call"); slots written at a
+/// communicator's init share no line with another's.
 #[derive(Default)]
+#[repr(align(64))]
 pub struct Slot {
     pub used: AtomicBool,
     pub finalized: AtomicBool,
@@ -33,6 +38,8 @@ pub struct Slot {
     /// the next one.
     pub retired: AtomicU32,
 }
+
+const _: () = assert!(std::mem::size_of::<Slot>() == 64);
 
 impl Slot {
     /// Its communicator's identity, under the id `wire_id` (fields read relaxed: a caller
