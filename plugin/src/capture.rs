@@ -203,9 +203,62 @@ fn announce(p: &Plugin, ring: &Ring, ph: &mut Phases, now: u64) {
     ph.announced = true;
 }
 
-/// Record a stop.
+/// Record a stop. A ProxyStep's on its own thread, most stops, takes a short path: its
+/// phases entry found from its id alone (`RingPool::mine_by_id`), no decoding of its kind;
+/// everything else, `stop_general`, out of line so that the short path stays short (the
+/// calls are bound by their instruction count: BENCHMARKS.md §1, "Instructions per call").
 #[inline(always)]
 pub fn stop(p: &'static Plugin, h: *mut c_void) {
+    let id = h as u64;
+    if handle::is_kind(id, EventKind::ProxyStep)
+        && let Some(ring) = p.rings.mine_by_id(id)
+    {
+        // SAFETY: `ring` is this thread's (`mine_by_id`), and no other entry reference is live.
+        let ph = unsafe { ring.phases_of(handle::seq_of(id)) };
+        if ph.id == id {
+            step_stopped(p, ring, ph, id, now_raw());
+            return;
+        }
+    }
+    stop_general(p, h);
+}
+
+/// The stop of step `id`, whose phases entry `ph` on this thread's `ring` holds it, at `ts`:
+/// one whole record if it fits and its start was not pushed, else a stop record carrying
+/// its states.
+#[inline(always)]
+fn step_stopped(p: &Plugin, ring: &Ring, ph: &mut Phases, id: u64, ts: u64) {
+    if !ph.announced {
+        let seq = handle::seq_of(id);
+        let (parent, step, ctx) = ring.step_fields(seq);
+        if let Some(whole) = ph.to_whole(ts, parent, step, ctx) {
+            // Closed before the push, which publishes it: a drain that reads the
+            // record no longer finds the step open in the published entries.
+            ring.close_step(seq);
+            ph.id = 0; // free the entry
+            ring.push(&whole);
+            return;
+        }
+        announce(p, ring, ph, ts); // too long or too large for one record: start, then stop
+    }
+    let rec = ph.to_raw(OP_STOP, ts);
+    ph.id = 0; // free the entry
+    if rec.state != 0 {
+        ring.push(&rec);
+        return;
+    }
+    ring.push(&Raw {
+        ts,
+        id,
+        op: OP_STOP,
+        kind: PROXY_STEP,
+        ..Raw::default()
+    });
+}
+
+/// Record a stop of any kind ([`stop`]'s general path).
+#[inline(never)]
+fn stop_general(p: &'static Plugin, h: *mut c_void) {
     let id = h as u64;
     let kind = handle::kind_of(id).map_or(u8::MAX, |k| k as u8);
     let Some(ring) = p.rings.mine_for(id) else {
@@ -242,25 +295,8 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
     if kind == PROXY_STEP
         && let Some(ph) = phases_held(ring, id)
     {
-        if !ph.announced {
-            let seq = handle::seq_of(id);
-            let (parent, step, ctx) = ring.step_fields(seq);
-            if let Some(whole) = ph.to_whole(ts, parent, step, ctx) {
-                // Closed before the push, which publishes it: a drain that reads the
-                // record no longer finds the step open in the published entries.
-                ring.close_step(seq);
-                ph.id = 0; // free the entry
-                ring.push(&whole);
-                return;
-            }
-            announce(p, ring, ph, ts); // too long or too large for one record: start, then stop
-        }
-        let rec = ph.to_raw(OP_STOP, ts);
-        ph.id = 0; // free the entry
-        if rec.state != 0 {
-            ring.push(&rec);
-            return;
-        }
+        step_stopped(p, ring, ph, id, ts);
+        return;
     }
     ring.push(&Raw {
         ts,
@@ -269,6 +305,39 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
         kind,
         ..Raw::default()
     });
+}
+
+/// Record a ProxyStep's state (most calls), as [`stop`] its stop: the short path when the
+/// step is this thread's and its entry holds it, else [`state`]. `arg`: the state-args word
+/// (`None` = NULL args pointer).
+#[inline(always)]
+pub fn step_state(p: &'static Plugin, h: *mut c_void, state: i32, arg: Option<u64>) {
+    let id = h as u64;
+    if let Some(ring) = p.rings.mine_by_id(id) {
+        // SAFETY: `ring` is this thread's (`mine_by_id`), and no other entry reference is live.
+        let ph = unsafe { ring.phases_of(handle::seq_of(id)) };
+        if ph.id == id {
+            step_state_held(ring, ph, id, state, arg.unwrap_or(0));
+            return;
+        }
+    }
+    step_state_general(p, h, state, arg);
+}
+
+#[cold]
+#[inline(never)]
+fn step_state_general(p: &'static Plugin, h: *mut c_void, state: i32, arg: Option<u64>) {
+    self::state(p, h, Some(EventKind::ProxyStep), state, arg.map(|a| [a, 0]));
+}
+
+/// State `state` (args word `arg`) of step `id`, held in `ph` on this thread's `ring`.
+#[inline(always)]
+fn step_state_held(ring: &Ring, ph: &mut Phases, id: u64, state: i32, arg: u64) {
+    // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
+    ph.record_now(state, arg, now_raw);
+    // For the drain, should the step stay open (hung): what it waits on.
+    let s = state.clamp(0, 255) as u8;
+    ring.publish_state(handle::seq_of(id), s);
 }
 
 /// Record a state. `kind`: the handle's (`handle::kind_of`, which the shim decoded to read
@@ -307,11 +376,7 @@ pub fn state(
     if kind == PROXY_STEP
         && let Some(ph) = phases_held(ring, id)
     {
-        // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
-        ph.record_now(state, a0, now_raw);
-        // For the drain, should the step stay open (hung): what it waits on.
-        let s = state.clamp(0, 255) as u8;
-        ring.publish_state(handle::seq_of(id), s, ph.rflags, ph.announced);
+        step_state_held(ring, ph, id, state, a0);
         return;
     }
     ring.push(&Raw {

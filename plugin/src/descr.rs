@@ -68,6 +68,16 @@ fn base(parent: *mut std::ffi::c_void) -> Raw {
     }
 }
 
+/// A v5/v6 ProxyStep descriptor's fields as [`read_v6`] reads them (its short path for the
+/// most frequent start: no decoding of the type).
+#[inline(always)]
+pub fn step_v6(d: &v6::Descr) -> Raw {
+    let mut raw = base(d.parent_obj);
+    // SAFETY: the caller checked that `type` selects the ProxyStep arm, which NCCL fills.
+    raw.w[0] = lo_hi(unsafe { d.u.proxy_step.step } as u32, d.rank as u32);
+    raw
+}
+
 #[inline(always)]
 fn proxy_op(p: &Plugin, op: &ProxyOp, rank: i32, raw: &mut Raw) {
     if op.pid as u32 != p.pid {

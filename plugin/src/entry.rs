@@ -159,13 +159,45 @@ unsafe extern "C" fn start_v5(
     d: *mut v5::Descr,
 ) -> NcclResult {
     // v5's descriptor is v6's minus the CE arms: same size (112) and offsets.
-    start_with(c, h, d.cast::<v6::Descr>(), descr::read_v6)
+    start_v6_style(c, h, d.cast::<v6::Descr>())
 }
 unsafe extern "C" fn start_v6(
     c: *mut c_void,
     h: *mut *mut c_void,
     d: *mut v6::Descr,
 ) -> NcclResult {
+    start_v6_style(c, h, d)
+}
+
+const PROXY_STEP_TYPE: u64 = 1 << EventKind::ProxyStep as u32;
+
+/// v5/v6 start: a ProxyStep, most starts, takes a short path (its descriptor read without
+/// decoding its type, and `capture::start` for that kind alone); the rest
+/// [`start_v6_general`], out of line so that the short path stays short (the calls are bound
+/// by their instruction count: BENCHMARKS.md §1, "Instructions per call").
+#[inline(always)]
+fn start_v6_style(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> NcclResult {
+    // SAFETY: a non-NULL descriptor is valid for the duration of the call.
+    if h.is_null() || d.is_null() || unsafe { (*d).type_ } != PROXY_STEP_TYPE {
+        return start_v6_general(c, h, d);
+    }
+    // SAFETY: NCCL passes a valid handle slot (always written, spec §3.0).
+    unsafe { *h = std::ptr::null_mut() };
+    if !guard::enabled() {
+        return NCCL_SUCCESS;
+    }
+    guard::call(|| {
+        let Some(p) = crate::plugin() else { return };
+        // SAFETY: as above; its type selects the ProxyStep arm.
+        let raw = descr::step_v6(unsafe { &*d });
+        let id = capture::start(p, c, EventKind::ProxyStep, raw);
+        // SAFETY: as above.
+        unsafe { *h = id };
+    })
+}
+
+#[inline(never)]
+fn start_v6_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> NcclResult {
     start_with(c, h, d, descr::read_v6)
 }
 
@@ -203,7 +235,27 @@ fn record_with(
 }
 
 /// v4–v6 (8-byte union). Reads only the arm meaningful for the handle's kind and state.
+/// A ProxyStep's state, most calls, takes a short path (`capture::step_state`), the rest
+/// [`record_v4_general`], out of line so that the short path stays short.
 unsafe extern "C" fn record_v4(h: *mut c_void, state: c_int, a: *mut v4::StateArgs) -> NcclResult {
+    if handle::is_kind(h as u64, EventKind::ProxyStep) {
+        if !guard::enabled() {
+            return NCCL_SUCCESS;
+        }
+        return guard::call(|| {
+            if let Some(p) = crate::plugin() {
+                // SAFETY: a non-NULL args pointer points to the core's args union for this
+                // call; a step's word is its first (`pTimer`, as `record_v4_general` reads it).
+                let arg = (!a.is_null()).then(|| unsafe { (*a).p_timer });
+                capture::step_state(p, h, state, arg);
+            }
+        });
+    }
+    record_v4_general(h, state, a)
+}
+
+#[inline(never)]
+fn record_v4_general(h: *mut c_void, state: c_int, a: *mut v4::StateArgs) -> NcclResult {
     record_with(h, state, |kind| {
         if a.is_null() {
             return None;

@@ -27,6 +27,12 @@ pub fn kind_of(id: u64) -> Option<EventKind> {
     EventKind::from_u8(k - 1)
 }
 
+/// Whether `id` is an id of kind `kind` (one shift and compare: no decoding of the kind).
+#[inline(always)]
+pub fn is_kind(id: u64, kind: EventKind) -> bool {
+    id >> KIND_SHIFT == kind as u64 + 1
+}
+
 /// The ring sequence number of an id.
 #[inline(always)]
 pub fn seq_of(id: u64) -> u64 {
@@ -50,12 +56,16 @@ mod tests {
             assert_ne!(id, 0);
             assert_eq!(kind_of(id), Some(k));
             assert_eq!(kind_of(make(k, 0, 1)), Some(k));
+            for other in EventKind::ALL {
+                assert_eq!(is_kind(id, other), other == k);
+            }
             assert_eq!(ring_of(id), 2047);
             assert_eq!(ring_of(make(k, 5, 1)), 5);
             assert_eq!(seq_of(id), SEQ_MASK);
             assert_eq!(seq_of(make(k, 5, 77)), 77);
         }
         assert_eq!(kind_of(0x1234), None);
+        assert!(!is_kind(0, EventKind::ALL[0]));
         assert_eq!(kind_of(u64::MAX), None);
     }
 }
