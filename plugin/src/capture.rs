@@ -337,7 +337,7 @@ fn step_state_held(ring: &Ring, ph: &mut Phases, id: u64, state: i32, arg: u64) 
     ph.record_now(state, arg, now_raw);
     // For the drain, should the step stay open (hung): what it waits on.
     let s = state.clamp(0, 255) as u8;
-    ring.publish_state(handle::seq_of(id), s);
+    ring.publish_state(handle::seq_of(id), s, ph.rflags, ph.announced);
 }
 
 /// Record a state. `kind`: the handle's (`handle::kind_of`, which the shim decoded to read

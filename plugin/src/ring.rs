@@ -302,25 +302,22 @@ impl Ring {
         e.key.store(key_of(seq, 0, flags, true), Ordering::Release);
     }
 
-    /// Producer side: the open ProxyStep with sequence number `seq` (opened by
-    /// [`Ring::open_step`]) recorded `state` (a `PROXY_STEP_*` value). One store into its
-    /// key, so that the drain can say what a step that stays open waits on
+    /// Producer side: the open ProxyStep with sequence number `seq` recorded `state` (a
+    /// `PROXY_STEP_*` value; `flags` as given to [`Ring::open_step`]). One relaxed store into
+    /// a word of its own, so that the drain can say what a step that stays open waits on
     /// ([`Ring::published_state`]) without touching the owner-only phases table.
+    /// `announced`: the step's start record went to the ring, so the drain knows it already
+    /// and must not learn of it again here.
     ///
-    /// Only the key's state byte changes: its other fields (sequence number, start flags,
-    /// and whether the drain may still learn of the step here, which [`Ring::close_step`]
-    /// cleared if its start record was pushed) are the step's own, written by this thread.
-    /// Nothing is published if a newer step has taken the entry.
+    /// A store of the whole key, computed from what the caller holds: no read of the entry's
+    /// line on NCCL's thread (the drain reads these lines).
     #[inline(always)]
-    pub fn publish_state(&self, seq: u64, state: u8) {
+    pub fn publish_state(&self, seq: u64, state: u8, flags: u8, announced: bool) {
         let e = self.published_entry(seq);
-        let k = e.key.load(Ordering::Relaxed);
-        if k & SEQ_MASK == seq & SEQ_MASK {
-            // Release, as `open_step`'s: a reader that acquires this key must see the fields
-            // that step wrote (a later relaxed store would not carry `open_step`'s release on).
-            e.key
-                .store(k & !KEY_STATE | u64::from(state) << 48, Ordering::Release);
-        }
+        // Release, as `open_step`'s: a reader that acquires this key must see the fields that
+        // step wrote (a later relaxed store would not carry `open_step`'s release on).
+        e.key
+            .store(key_of(seq, state, flags, !announced), Ordering::Release);
     }
 
     /// Producer side: the ProxyStep with sequence number `seq` stopped, or its start record
@@ -1214,26 +1211,20 @@ mod tests {
         let r = p.mine().unwrap();
         assert_eq!(r.published_state(5), None);
         r.open_step(5, 100, 0x10, 0, 0, 0);
-        r.publish_state(5, 20);
+        r.publish_state(5, 20, 0, false);
         assert_eq!(r.published_state(5), Some(20));
         let later = 5 + step_phases::SLOTS as u64;
         assert_eq!(r.published_state(later), None, "another step's entry");
         assert_eq!(r.published_state(6), None);
         r.open_step(later, 200, 0x10, 1, 0, 0);
         assert_eq!(r.published_state(later), Some(0), "opened, no state yet");
-        r.publish_state(later, 10);
+        r.publish_state(later, 10, 0, false);
         assert_eq!(r.published_state(later), Some(10));
         assert_eq!(r.published_state(5), None, "taken by the later step");
-        r.publish_state(5, 21);
-        assert_eq!(
-            r.published_state(later),
-            Some(10),
-            "the older step publishes nothing into the later one's entry"
-        );
         // Sequence numbers use 48 bits.
         let big = (1 << 48) - 3;
         r.open_step(big, 300, 0x10, 2, 0, RF_PARENT_NULL);
-        r.publish_state(big, 9);
+        r.publish_state(big, 9, RF_PARENT_NULL, false);
         assert_eq!(r.published_state(big), Some(9));
         assert_eq!(
             open_ones(r)
@@ -1277,7 +1268,7 @@ mod tests {
             (0xABCD, 70_000, 3),
             "the owner reads them back"
         );
-        r.publish_state(7, 8);
+        r.publish_state(7, 8, RF_RESTARTED, false);
         assert_eq!(open_ones(r)[0], PublishedOpen { state: 8, ..want7 });
         r.close_step(7);
         assert_eq!(open_ones(r).iter().map(|o| o.seq).collect::<Vec<_>>(), [8]);
@@ -1286,7 +1277,7 @@ mod tests {
             Some(8),
             "its last state stays readable"
         );
-        r.publish_state(7, 9);
+        r.publish_state(7, 9, RF_RESTARTED, true);
         assert_eq!(
             open_ones(r).len(),
             1,
@@ -1320,7 +1311,7 @@ mod tests {
             while !s2.load(Ordering::Relaxed) {
                 // Every field a function of the sequence number.
                 r.open_step(seq, seq * 3, seq * 5, seq as u32, (seq * 7) as u32, 0);
-                r.publish_state(seq, (seq % 200) as u8);
+                r.publish_state(seq, (seq % 200) as u8, 0, false);
                 if seq.is_multiple_of(3) {
                     r.close_step(seq);
                 }
