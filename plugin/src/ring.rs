@@ -1303,7 +1303,8 @@ mod tests {
         let p = pool();
         let (tx, rx) = std::sync::mpsc::channel();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let s2 = stop.clone();
+        let written = std::sync::Arc::new(AtomicU64::new(0));
+        let (s2, w2) = (stop.clone(), written.clone());
         let writer = std::thread::spawn(move || {
             let r = p.mine().unwrap();
             tx.send(r as *const Ring as usize).unwrap();
@@ -1315,13 +1316,24 @@ mod tests {
                 if seq.is_multiple_of(3) {
                     r.close_step(seq);
                 }
+                w2.store(seq, Ordering::Relaxed);
                 seq += 1;
             }
         });
         // SAFETY: the pool is leaked ('static); the ring outlives the test.
         let r = unsafe { &*(rx.recv().unwrap() as *const Ring) };
+        // Scans from once the writer has gone round the table, at least 2 000 of them and
+        // until one found an entry: with other tests on two vCPUs the writer may not run at
+        // all during a fixed number of scans, which then found nothing (a flaky failure).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while written.load(Ordering::Relaxed) < 2 * step_phases::SLOTS as u64 {
+            assert!(std::time::Instant::now() < deadline, "the writer never ran");
+            std::thread::yield_now();
+        }
         let mut seen = 0;
-        for _ in 0..2000 {
+        let mut scans = 0;
+        while scans < 2000 || (seen == 0 && std::time::Instant::now() < deadline) {
+            scans += 1;
             r.open_published_steps(|o| {
                 assert_eq!(o.start, o.seq * 3, "{o:?}");
                 assert_eq!(o.parent, o.seq * 5, "{o:?}");
