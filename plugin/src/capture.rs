@@ -313,11 +313,23 @@ fn stop_general(p: &'static Plugin, h: *mut c_void) {
 #[inline(always)]
 pub fn step_state(p: &'static Plugin, h: *mut c_void, state: i32, arg: Option<u64>) {
     let id = h as u64;
+    // A state that always takes a time reads the clock before the step's entry: the counter
+    // read then overlaps the entry's load (with a proxy thread's many steps open, seldom an
+    // L1 hit) instead of waiting behind it (BENCHMARKS.md §1, "The clock before the entry").
+    // The others read it only where they use it. (A step not held here goes the general
+    // way, which reads the clock again: rare, see `step_state_general`.)
+    let t = if Phases::always_needs_time(state) {
+        now_raw()
+    } else {
+        0
+    };
     if let Some(ring) = p.rings.mine_by_id(id) {
         // SAFETY: `ring` is this thread's (`mine_by_id`), and no other entry reference is live.
         let ph = unsafe { ring.phases_of(handle::seq_of(id)) };
         if ph.id == id {
-            step_state_held(ring, ph, id, state, arg.unwrap_or(0));
+            // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
+            ph.record_timed(state, arg.unwrap_or(0), t, now_raw);
+            publish_step_state(ring, ph, id, state);
             return;
         }
     }
@@ -330,12 +342,10 @@ fn step_state_general(p: &'static Plugin, h: *mut c_void, state: i32, arg: Optio
     self::state(p, h, Some(EventKind::ProxyStep), state, arg.map(|a| [a, 0]));
 }
 
-/// State `state` (args word `arg`) of step `id`, held in `ph` on this thread's `ring`.
+/// For the drain, should step `id` (held in `ph` on this thread's `ring`) stay open (hung):
+/// the state it recorded last, what it waits on.
 #[inline(always)]
-fn step_state_held(ring: &Ring, ph: &mut Phases, id: u64, state: i32, arg: u64) {
-    // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
-    ph.record_now(state, arg, now_raw);
-    // For the drain, should the step stay open (hung): what it waits on.
+fn publish_step_state(ring: &Ring, ph: &Phases, id: u64, state: i32) {
     let s = state.clamp(0, 255) as u8;
     ring.publish_state(handle::seq_of(id), s, ph.rflags, ph.announced);
 }
@@ -376,7 +386,9 @@ pub fn state(
     if kind == PROXY_STEP
         && let Some(ph) = phases_held(ring, id)
     {
-        step_state_held(ring, ph, id, state, a0);
+        // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
+        ph.record_now(state, a0, now_raw);
+        publish_step_state(ring, ph, id, state);
         return;
     }
     ring.push(&Raw {

@@ -122,7 +122,21 @@ impl Phases {
     /// [`Phases::needs_time`] says so), in one dispatch on the state: NCCL's thread asking
     /// `needs_time` first and then recording made two (`capture::state`).
     #[inline(always)]
-    pub fn record_now(&mut self, state: i32, arg: u64, now: impl FnOnce() -> u64) {
+    pub fn record_now(&mut self, state: i32, arg: u64, mut now: impl FnMut() -> u64) {
+        let t = if Self::always_needs_time(state) {
+            now()
+        } else {
+            0
+        };
+        self.record_timed(state, arg, t, now);
+    }
+
+    /// [`Phases::record_now`] where the caller has read the clock, into `t`, if the state is
+    /// one [`Phases::always_needs_time`] names (those take `t`; the others read `now` where
+    /// they use it, and ignore `t`). NCCL's thread reads it before it looks at the entry
+    /// (`capture::step_state`).
+    #[inline(always)]
+    pub fn record_timed(&mut self, state: i32, arg: u64, t: u64, now: impl FnOnce() -> u64) {
         match state as u32 {
             st::PROXY_STEP_SEND_GPU_WAIT => {
                 self.seen |= SEEN_SEND_GPU_WAIT;
@@ -144,7 +158,7 @@ impl Phases {
             }
             st::PROXY_STEP_SEND_WAIT => {
                 self.seen |= SEEN_SEND_WAIT;
-                self.t[2] = now();
+                self.t[2] = t;
                 self.arg = arg;
             }
             st::PROXY_STEP_RECV_WAIT => {
@@ -155,12 +169,12 @@ impl Phases {
             }
             st::PROXY_STEP_RECV_FLUSH_WAIT => {
                 self.seen |= SEEN_RECV_FLUSH_WAIT;
-                self.t[1] = now();
+                self.t[1] = t;
                 self.arg = arg;
             }
             st::PROXY_STEP_RECV_GPU_WAIT => {
                 self.seen |= SEEN_RECV_GPU_WAIT;
-                self.t[2] = now();
+                self.t[2] = t;
             }
             _ => {}
         }
@@ -193,6 +207,19 @@ impl Phases {
             | st::PROXY_STEP_RECV_GPU_WAIT => true,
             _ => false,
         }
+    }
+
+    /// Whether [`Phases::record`] uses the time of `state` whatever the entry holds (SendWait,
+    /// RecvFlushWait, RecvGPUWait: each sets its phase's end again): NCCL's thread may read
+    /// the clock for these before it looks at the entry (`capture::step_state`).
+    #[inline(always)]
+    pub fn always_needs_time(state: i32) -> bool {
+        matches!(
+            state as u32,
+            st::PROXY_STEP_SEND_WAIT
+                | st::PROXY_STEP_RECV_FLUSH_WAIT
+                | st::PROXY_STEP_RECV_GPU_WAIT
+        )
     }
 
     /// The ring record that carries this entry's states: `op` = `OP_STOP` for the step's stop
@@ -439,7 +466,8 @@ mod tests {
 
     /// `record_now` (one dispatch, on NCCL's thread) is `needs_time` then `record`: the same
     /// entry, the clock read exactly when `needs_time` says so, for random runs of every
-    /// state (and some a step does not have), on entries with and without their start.
+    /// state (and some a step does not have), on entries with and without their start; and
+    /// so is `record_timed` with the time read first for `always_needs_time`'s states.
     #[test]
     fn record_now_is_needs_time_then_record() {
         let states: Vec<i32> = (-2..=25).chain([255, 1 << 20]).collect();
@@ -458,12 +486,25 @@ mod tests {
                 let needs = two.needs_time(s);
                 two.record(s, if needs { t } else { 0 }, arg);
                 let mut read = false;
+                let mut early = one;
                 one.record_now(s, arg, || {
                     read = true;
                     t
                 });
                 assert_eq!(read, needs, "case {case}, state {s}");
                 assert_eq!(one, two, "case {case}, state {s}");
+                // `record_timed` with the time read first for the states that always use
+                // it (as NCCL's thread does): the same entry, and the clock read later only
+                // where `needs_time` says so of the others.
+                let always = Phases::always_needs_time(s);
+                assert!(!always || needs, "case {case}, state {s}");
+                let mut read_late = false;
+                early.record_timed(s, arg, if always { t } else { 0 }, || {
+                    read_late = true;
+                    t
+                });
+                assert_eq!(read_late, needs && !always, "case {case}, state {s}");
+                assert_eq!(early, two, "case {case}, state {s}");
             }
         }
     }
