@@ -68,8 +68,8 @@ fn base(parent: *mut std::ffi::c_void) -> Raw {
     }
 }
 
-/// A v5/v6 ProxyStep descriptor's fields as [`read_v6`] reads them (its short path for the
-/// most frequent start: no decoding of the type).
+/// A v5/v6 ProxyStep descriptor's fields: [`read_v6`]'s ProxyStep arm, and on its own the
+/// short path of the most frequent start (no decoding of the type).
 #[inline(always)]
 pub fn step_v6(d: &v6::Descr) -> Raw {
     let mut raw = base(d.parent_obj);
@@ -174,7 +174,7 @@ pub fn read_v6(p: &Plugin, d: &v6::Descr) -> Option<(EventKind, Raw)> {
                 ];
             }
             EventKind::ProxyOp => proxy_op(p, &d.u.proxy_op, d.rank, &mut raw),
-            EventKind::ProxyStep => raw.w[0] = lo_hi(d.u.proxy_step.step as u32, d.rank as u32),
+            EventKind::ProxyStep => raw = step_v6(d),
             EventKind::ProxyCtrl => {}
             EventKind::KernelCh => {
                 raw.w[0] = u64::from(d.u.kernel_ch.channel_id);

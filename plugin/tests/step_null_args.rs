@@ -45,22 +45,7 @@ fn null_args_step_states_give_the_zero_args_record_on_either_path() {
         calls.state(h.0 as u64, state::PROXY_STEP_SEND_PEER_WAIT, arg);
         pause();
         if send_wait_elsewhere {
-            std::thread::spawn(move || {
-                calls.state(h.0 as u64, state::PROXY_STEP_SEND_WAIT, arg);
-                // A marker after it on that thread's ring (see tests/step_phases.rs).
-                let mut d = descr(EventKind::ProxyCtrl, std::ptr::null_mut());
-                let m = calls.start(&mut d);
-                calls.stop(m);
-            })
-            .join()
-            .unwrap();
-            assert!(
-                wait_for(Duration::from_secs(10), || viewer
-                    .records()
-                    .iter()
-                    .any(|r| r.kind == EventKind::ProxyCtrl as u8)),
-                "the other thread's marker reaches the viewer"
-            );
+            session.state_from_another_thread(h.0 as u64, state::PROXY_STEP_SEND_WAIT, arg);
         } else {
             calls.state(h.0 as u64, state::PROXY_STEP_SEND_WAIT, arg);
         }

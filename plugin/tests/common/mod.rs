@@ -332,6 +332,33 @@ impl V6Session {
         // SAFETY: the context came from init.
         unsafe { (self.t.finalize)(self.ctx) };
     }
+
+    /// `recordEventState` of `h` from another thread (a ring of its own), and wait until the
+    /// drain has read it: a ProxyCtrl marker follows it on that thread's ring, and once the
+    /// viewer has the marker, the drain has read the state too.
+    pub fn state_from_another_thread(&self, h: u64, state: u32, arg: Option<u64>) {
+        let calls = self.calls;
+        let markers = || {
+            self.viewer
+                .records()
+                .iter()
+                .filter(|r| r.kind == EventKind::ProxyCtrl as u8)
+                .count()
+        };
+        let before = markers();
+        std::thread::spawn(move || {
+            calls.state(h, state, arg);
+            let mut d = descr(EventKind::ProxyCtrl, std::ptr::null_mut());
+            let m = calls.start(&mut d);
+            calls.stop(m);
+        })
+        .join()
+        .unwrap();
+        assert!(
+            wait_for(Duration::from_secs(10), || markers() > before),
+            "the other thread's marker reaches the viewer"
+        );
+    }
 }
 
 /// The next frame, `None` once the plugin closed the connection; a frame the ring could not
