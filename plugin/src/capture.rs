@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use ncclprof_shared::kind::EventKind;
 
 use crate::Plugin;
-use crate::clock::now_raw;
+use crate::clock::{counter, now_raw};
 use crate::handle;
 use crate::ring::{
     OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, RF_RESTARTED, Raw, RecentStart, Ring,
@@ -203,24 +203,39 @@ fn announce(p: &Plugin, ring: &Ring, ph: &mut Phases, now: u64) {
     ph.announced = true;
 }
 
-/// Record a stop. A ProxyStep's on its own thread, most stops, takes a short path: its
-/// phases entry found from its id alone (`RingPool::mine_by_id`), no decoding of its kind;
-/// everything else, `stop_general`, out of line so that the short path stays short (the
-/// calls are bound by their instruction count: BENCHMARKS.md §1, "Instructions per call").
+/// Record a ProxyStep's stop (most stops) on its short path, where `guard::short_paths`, the
+/// step is this thread's, its entry holds it, it was not announced, it fits one whole record
+/// and the ring takes that record without the push's cold work: the whole record, as
+/// `step_stopped` would push it. Returns false, having changed nothing, where any of that
+/// does not hold: the caller then records it the general way ([`stop`]). No call, as
+/// [`step_state`]'s short path.
 #[inline(always)]
-pub fn stop(p: &'static Plugin, h: *mut c_void) {
+pub fn step_stop(p: &'static Plugin, h: *mut c_void) -> bool {
     let id = h as u64;
-    if handle::is_kind(id, EventKind::ProxyStep)
-        && let Some(ring) = p.rings.mine_by_id(id)
-    {
-        // SAFETY: `ring` is this thread's (`mine_by_id`), and no other entry reference is live.
-        let ph = unsafe { ring.phases_of(handle::seq_of(id)) };
-        if ph.id == id {
-            step_stopped(p, ring, ph, id, now_raw());
-            return;
-        }
+    let Some(ring) = p.rings.mine_by_id(id) else {
+        return false;
+    };
+    let seq = handle::seq_of(id);
+    // SAFETY: `ring` is this thread's (`mine_by_id`), and no other entry reference is live.
+    let ph = unsafe { ring.phases_of(seq) };
+    if ph.id != id || ph.announced {
+        return false;
     }
-    stop_general(p, h);
+    // The clock before the ring's loads, where the general path reads it: a counter read
+    // that follows them waits for them (BENCHMARKS.md §1, "Short paths without a call").
+    let ts = counter();
+    let Some(slot) = ring.plain_slot() else {
+        return false;
+    };
+    let (parent, step, ctx) = ring.step_fields(seq);
+    let Some(whole) = ph.to_whole(ts, parent, step, ctx) else {
+        return false;
+    };
+    // Closed before the push, which publishes it (as in `step_stopped`).
+    ring.close_step(seq);
+    ph.id = 0; // free the entry
+    ring.push_at(slot, &whole);
+    true
 }
 
 /// The stop of step `id`, whose phases entry `ph` on this thread's `ring` holds it, at `ts`:
@@ -256,9 +271,9 @@ fn step_stopped(p: &Plugin, ring: &Ring, ph: &mut Phases, id: u64, ts: u64) {
     });
 }
 
-/// Record a stop of any kind ([`stop`]'s general path).
-#[inline(never)]
-fn stop_general(p: &'static Plugin, h: *mut c_void) {
+/// Record a stop of any kind (the general path: [`step_stop`] is a ProxyStep's short one).
+#[inline(always)]
+pub fn stop(p: &'static Plugin, h: *mut c_void) {
     let id = h as u64;
     let kind = handle::kind_of(id).map_or(u8::MAX, |k| k as u8);
     let Some(ring) = p.rings.mine_for(id) else {
@@ -307,39 +322,36 @@ fn stop_general(p: &'static Plugin, h: *mut c_void) {
     });
 }
 
-/// Record a ProxyStep's state (most calls), as [`stop`] its stop: the short path when the
-/// step is this thread's and its entry holds it, else [`state`]. `arg`: the state-args word
-/// (`None` = NULL args pointer).
+/// Record a ProxyStep's state (most calls) on its short path, where `guard::short_paths`
+/// (the raw clock is the counter), the step is this thread's and its entry holds it.
+/// Returns false, having changed nothing, where the step is not: the caller then records it
+/// the general way ([`state`]). The short path makes no call, so the entry point that inlines
+/// it saves no register (BENCHMARKS.md §1, "Short paths without a call"). `arg`: the
+/// state-args word (0 for a NULL args pointer, as the general path reads it).
 #[inline(always)]
-pub fn step_state(p: &'static Plugin, h: *mut c_void, state: i32, arg: Option<u64>) {
+pub fn step_state(p: &'static Plugin, h: *mut c_void, state: i32, arg: u64) -> bool {
     let id = h as u64;
     // A state that always takes a time reads the clock before the step's entry: the counter
     // read then overlaps the entry's load (with a proxy thread's many steps open, seldom an
     // L1 hit) instead of waiting behind it (BENCHMARKS.md §1, "The clock before the entry").
-    // The others read it only where they use it. (A step not held here goes the general
-    // way, which reads the clock again: rare, see `step_state_general`.)
+    // The others read it only where they use it.
     let t = if Phases::always_needs_time(state) {
-        now_raw()
+        counter()
     } else {
         0
     };
-    if let Some(ring) = p.rings.mine_by_id(id) {
-        // SAFETY: `ring` is this thread's (`mine_by_id`), and no other entry reference is live.
-        let ph = unsafe { ring.phases_of(handle::seq_of(id)) };
-        if ph.id == id {
-            // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
-            ph.record_timed(state, arg.unwrap_or(0), t, now_raw);
-            publish_step_state(ring, ph, id, state);
-            return;
-        }
+    let Some(ring) = p.rings.mine_by_id(id) else {
+        return false;
+    };
+    // SAFETY: `ring` is this thread's (`mine_by_id`), and no other entry reference is live.
+    let ph = unsafe { ring.phases_of(handle::seq_of(id)) };
+    if ph.id != id {
+        return false;
     }
-    step_state_general(p, h, state, arg);
-}
-
-#[cold]
-#[inline(never)]
-fn step_state_general(p: &'static Plugin, h: *mut c_void, state: i32, arg: Option<u64>) {
-    self::state(p, h, Some(EventKind::ProxyStep), state, arg.map(|a| [a, 0]));
+    // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
+    ph.record_timed(state, arg, t, counter);
+    publish_step_state(ring, ph, id, state);
+    true
 }
 
 /// For the drain, should step `id` (held in `ph` on this thread's `ring`) stay open (hung):

@@ -21,16 +21,28 @@ pub fn now_raw() -> u64 {
     }
 }
 
+/// Whether raw timestamps are counter reads ([`counter`]), not `clock_gettime`'s. NCCL's
+/// most frequent calls take their short paths only then (`guard::short_paths`): a
+/// `clock_gettime` is a call, and a call anywhere in a short path costs each of its calls
+/// the saving and restoring of six registers (BENCHMARKS.md §1, "Short paths without a
+/// call").
+#[inline(always)]
+pub fn counter_in_use() -> bool {
+    USE_COUNTER.load(Ordering::Relaxed)
+}
+
+/// Read the counter itself: the raw timestamp where [`counter_in_use`] says so (else a
+/// value on another scale: never recorded).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn counter() -> u64 {
+pub fn counter() -> u64 {
     // SAFETY: rdtsc is available on every x86_64 CPU and has no memory effects.
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
 #[cfg(target_arch = "aarch64")]
 #[inline(always)]
-fn counter() -> u64 {
+pub fn counter() -> u64 {
     let v: u64;
     // SAFETY: CNTVCT_EL0 is readable from EL0 on Linux (the kernel enables it for the vDSO).
     unsafe { core::arch::asm!("mrs {}, cntvct_el0", out(reg) v, options(nomem, nostack)) };
@@ -39,7 +51,7 @@ fn counter() -> u64 {
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 #[inline(always)]
-fn counter() -> u64 {
+pub fn counter() -> u64 {
     monotonic_ns()
 }
 

@@ -203,7 +203,24 @@ fn start_v6_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> N
 
 // ---------------------------------------------------------------- stop
 
+/// A ProxyStep's stop, most stops, takes a short path (`capture::step_stop`), the rest
+/// [`stop_general`], out of line and called last, as `record_v4`'s.
 unsafe extern "C" fn stop(h: *mut c_void) -> NcclResult {
+    if handle::is_kind(h as u64, EventKind::ProxyStep)
+        && guard::short_paths()
+        && let Some(p) = crate::plugin()
+    {
+        let mut recorded = false;
+        guard::call(|| recorded = capture::step_stop(p, h));
+        if recorded {
+            return NCCL_SUCCESS;
+        }
+    }
+    stop_general(h)
+}
+
+#[inline(never)]
+fn stop_general(h: *mut c_void) -> NcclResult {
     if h.is_null() || !guard::enabled() {
         return NCCL_SUCCESS;
     }
@@ -236,20 +253,26 @@ fn record_with(
 
 /// v4–v6 (8-byte union). Reads only the arm meaningful for the handle's kind and state.
 /// A ProxyStep's state, most calls, takes a short path (`capture::step_state`), the rest
-/// [`record_v4_general`], out of line so that the short path stays short.
+/// [`record_v4_general`], out of line and called last, so that the short path stays short
+/// and makes no call (BENCHMARKS.md §1, "Short paths without a call").
 unsafe extern "C" fn record_v4(h: *mut c_void, state: c_int, a: *mut v4::StateArgs) -> NcclResult {
-    if handle::is_kind(h as u64, EventKind::ProxyStep) {
-        if !guard::enabled() {
+    if handle::is_kind(h as u64, EventKind::ProxyStep)
+        && guard::short_paths()
+        && let Some(p) = crate::plugin()
+    {
+        // A step's word is its first (`pTimer`, as `record_v4_general` reads it); a NULL
+        // args pointer reads as 0 there too.
+        let arg = if a.is_null() {
+            0
+        } else {
+            // SAFETY: a non-NULL args pointer points to the core's args union for this call.
+            unsafe { (*a).p_timer }
+        };
+        let mut recorded = false;
+        guard::call(|| recorded = capture::step_state(p, h, state, arg));
+        if recorded {
             return NCCL_SUCCESS;
         }
-        return guard::call(|| {
-            if let Some(p) = crate::plugin() {
-                // SAFETY: a non-NULL args pointer points to the core's args union for this
-                // call; a step's word is its first (`pTimer`, as `record_v4_general` reads it).
-                let arg = (!a.is_null()).then(|| unsafe { (*a).p_timer });
-                capture::step_state(p, h, state, arg);
-            }
-        });
     }
     record_v4_general(h, state, a)
 }

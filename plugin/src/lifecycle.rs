@@ -27,7 +27,7 @@ static FORKED: AtomicBool = AtomicBool::new(false);
 extern "C" fn after_fork_in_child() {
     // The child has copies of the rings and none of our threads: capture nothing until the
     // child (if ever) initialises a communicator of its own.
-    guard::ENABLED.store(false, Ordering::Relaxed);
+    guard::turn_off();
     FORKED.store(true, Ordering::Relaxed);
     // The old pool's rings keep their owners' thread pointers, which the child's new threads
     // may be given (their blocks are in the child's cache): safe only because the old pool is
@@ -115,7 +115,7 @@ fn create() -> Option<&'static Plugin> {
         // SAFETY: registering a plain extern "C" handler; no other preconditions.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     }
-    guard::ENABLED.store(true, Ordering::Relaxed);
+    guard::enable();
     match stream::spawn(p, cal) {
         Ok(tx) => {
             if !p.config.no_listen {
@@ -144,7 +144,7 @@ fn create() -> Option<&'static Plugin> {
             nccl_log::warn(&format!(
                 "cannot start the drain thread ({e}); profiling disabled"
             ));
-            guard::ENABLED.store(false, Ordering::Relaxed);
+            guard::turn_off();
             return None;
         }
     }

@@ -388,11 +388,6 @@ impl Ring {
     #[inline(always)]
     pub fn push(&self, rec: &Raw) -> bool {
         let head = self.head.0.load(Ordering::Relaxed);
-        debug_assert!(
-            !first_sweep_record(rec.op, rec.kind)
-                || self.marked.load(Ordering::Relaxed) == head.wrapping_add(1),
-            "a first-sweep record pushed without `push_marked`: the drain would skip it"
-        );
         let tail = self.tail.0.load(Ordering::Acquire);
         // SAFETY: producer-only state, and only the owning thread pushes.
         let pr = unsafe { &mut *self.producer.get() };
@@ -406,17 +401,52 @@ impl Ring {
         if head & pr.mask == 0 {
             self.at_wrap(pr, head, tail);
         }
+        let slot = PlainSlot {
+            head,
+            mask: pr.mask,
+        };
+        self.push_at(slot, rec);
+        true
+    }
+
+    /// The slot the next push writes, if it needs none of the push's cold calls (the ring
+    /// neither looks full nor is at slot 0, where it may adopt a larger size): a short path
+    /// that must make no call reserves it before it changes anything, else leaves the push to
+    /// the general path (`capture::step_stop`). Producer side only.
+    #[inline(always)]
+    pub fn plain_slot(&self) -> Option<PlainSlot> {
+        let head = self.head.0.load(Ordering::Relaxed);
+        let tail = self.tail.0.load(Ordering::Acquire);
+        // SAFETY: producer-only state, and only the owning thread pushes.
+        let mask = unsafe { (*self.producer.get()).mask };
+        // SAFETY: as above.
+        let limit = unsafe { (*self.producer.get()).limit };
+        if head.wrapping_sub(tail) > limit || head & mask == 0 {
+            return None;
+        }
+        Some(PlainSlot { head, mask })
+    }
+
+    /// Write `rec` into `slot` (from [`Ring::plain_slot`] with no push since, or from
+    /// [`Ring::push`] past its checks) and publish it. Producer side only.
+    #[inline(always)]
+    pub fn push_at(&self, slot: PlainSlot, rec: &Raw) {
+        let PlainSlot { head, mask } = slot;
+        debug_assert!(
+            !first_sweep_record(rec.op, rec.kind)
+                || self.marked.load(Ordering::Relaxed) == head.wrapping_add(1),
+            "a first-sweep record pushed without `push_marked`: the drain would skip it"
+        );
         // SAFETY: the slot at `head & mask` is not visible to the consumer until the release
         // store below, and the consumer has released it (tail passed it; see `Producer` for
         // the slots just after a growth).
-        unsafe { self.slots.add((head & pr.mask) as usize).write(*rec) };
+        unsafe { self.slots.add((head & mask) as usize).write(*rec) };
         self.head.0.store(head.wrapping_add(1), Ordering::Release);
         // The slot a later push will write, fetched now: in a burst of calls each record is a
         // cache line the ring last held a wrap ago, which the drain's core has read since, and
         // the thread stalled on those lines (BENCHMARKS.md §1, "An Intel host").
-        let ahead = head.wrapping_add(PREFETCH_AHEAD) & pr.mask;
+        let ahead = head.wrapping_add(PREFETCH_AHEAD) & mask;
         prefetch_for_write(self.slots.wrapping_add(ahead as usize));
-        true
     }
 
     /// Push a record a drain pass must see in its first sweep ([`first_sweep_record`]). The
@@ -1028,6 +1058,13 @@ extern "C" fn release_on_thread_exit(p: *mut libc::c_void) {
     ring.state.store(RETIRED, Ordering::Release);
 }
 
+/// A ring slot the next push may write without the push's cold work ([`Ring::plain_slot`]).
+#[derive(Clone, Copy)]
+pub struct PlainSlot {
+    head: u64,
+    mask: u64,
+}
+
 /// How many records ahead of the one just written `push` prefetches a slot: 8, 16 and 32
 /// measured alike on a Xeon, 4 gave half the gain (BENCHMARKS.md §1, "An Intel host").
 const PREFETCH_AHEAD: u64 = 16;
@@ -1411,6 +1448,43 @@ mod tests {
         assert_eq!(r.get(t), rec);
         r.release(h);
         assert!(r.push(&rec));
+    }
+
+    #[test]
+    fn a_plain_slot_is_offered_only_where_a_push_needs_no_cold_work() {
+        let p = pool();
+        let r = p.mine().unwrap();
+        let rec = |i: u64| Raw {
+            ts: i,
+            kind: 1,
+            ..Default::default()
+        };
+        assert!(r.plain_slot().is_none(), "slot 0: a push may adopt a size");
+        assert!(r.push(&rec(0)));
+        for i in 1..64 {
+            let slot = r.plain_slot().expect("a slot between wraps, room left");
+            r.push_at(slot, &rec(i));
+        }
+        let (t, h) = r.readable();
+        assert_eq!((t, h), (0, 64));
+        for i in 0..64 {
+            assert_eq!(r.get(i).ts, i, "in order, each where it was written");
+        }
+        r.release(10);
+        assert!(r.plain_slot().is_none(), "slot 0 of the next wrap");
+        assert!(r.push(&rec(64)));
+        for i in 65..74 {
+            let slot = r.plain_slot().expect("room for ten after the release");
+            r.push_at(slot, &rec(i));
+        }
+        assert!(r.plain_slot().is_none(), "full");
+        assert!(
+            !r.push(&rec(74)),
+            "a push drops where no plain slot is offered"
+        );
+        assert_eq!(r.dropped(1), 1);
+        assert_eq!(r.readable(), (10, 74));
+        assert_eq!(r.get(73).ts, 73);
     }
 
     #[test]
