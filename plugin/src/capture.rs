@@ -211,6 +211,10 @@ fn announce(p: &Plugin, ring: &Ring, ph: &mut Phases, now: u64) {
 /// [`step_state`]'s short path.
 #[inline(always)]
 pub fn step_stop(p: &'static Plugin, h: *mut c_void) -> bool {
+    debug_assert!(
+        crate::clock::counter_in_use(),
+        "a short path without the counter"
+    );
     let id = h as u64;
     let Some(ring) = p.rings.mine_by_id(id) else {
         return false;
@@ -330,6 +334,10 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
 /// state-args word (0 for a NULL args pointer, as the general path reads it).
 #[inline(always)]
 pub fn step_state(p: &'static Plugin, h: *mut c_void, state: i32, arg: u64) -> bool {
+    debug_assert!(
+        crate::clock::counter_in_use(),
+        "a short path without the counter"
+    );
     let id = h as u64;
     // A state that always takes a time reads the clock before the step's entry: the counter
     // read then overlaps the entry's load (with a proxy thread's many steps open, seldom an

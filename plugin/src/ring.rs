@@ -388,6 +388,7 @@ impl Ring {
     #[inline(always)]
     pub fn push(&self, rec: &Raw) -> bool {
         let head = self.head.0.load(Ordering::Relaxed);
+        self.debug_check_marked(head, rec);
         let tail = self.tail.0.load(Ordering::Acquire);
         // SAFETY: producer-only state, and only the owning thread pushes.
         let pr = unsafe { &mut *self.producer.get() };
@@ -432,11 +433,7 @@ impl Ring {
     #[inline(always)]
     pub fn push_at(&self, slot: PlainSlot, rec: &Raw) {
         let PlainSlot { head, mask } = slot;
-        debug_assert!(
-            !first_sweep_record(rec.op, rec.kind)
-                || self.marked.load(Ordering::Relaxed) == head.wrapping_add(1),
-            "a first-sweep record pushed without `push_marked`: the drain would skip it"
-        );
+        self.debug_check_marked(head, rec);
         // SAFETY: the slot at `head & mask` is not visible to the consumer until the release
         // store below, and the consumer has released it (tail passed it; see `Producer` for
         // the slots just after a growth).
@@ -447,6 +444,17 @@ impl Ring {
         // the thread stalled on those lines (BENCHMARKS.md §1, "An Intel host").
         let ahead = head.wrapping_add(PREFETCH_AHEAD) & mask;
         prefetch_for_write(self.slots.wrapping_add(ahead as usize));
+    }
+
+    /// Debug builds: a first-sweep record must be pushed with [`Ring::push_marked`] (checked
+    /// before a push may drop it, as well as where it is written).
+    #[inline(always)]
+    fn debug_check_marked(&self, head: u64, rec: &Raw) {
+        debug_assert!(
+            !first_sweep_record(rec.op, rec.kind)
+                || self.marked.load(Ordering::Relaxed) == head.wrapping_add(1),
+            "a first-sweep record pushed without `push_marked`: the drain would skip it"
+        );
     }
 
     /// Push a record a drain pass must see in its first sweep ([`first_sweep_record`]). The
@@ -1058,8 +1066,9 @@ extern "C" fn release_on_thread_exit(p: *mut libc::c_void) {
     ring.state.store(RETIRED, Ordering::Release);
 }
 
-/// A ring slot the next push may write without the push's cold work ([`Ring::plain_slot`]).
-#[derive(Clone, Copy)]
+/// A ring slot the next push may write without the push's cold work ([`Ring::plain_slot`]),
+/// used once ([`Ring::push_at`] takes it).
+#[must_use]
 pub struct PlainSlot {
     head: u64,
     mask: u64,
