@@ -2,7 +2,7 @@
 //! ring — except a ProxyStep, most events, which stays in its entry of the ring's phases
 //! table from its start to its stop and then goes to the ring as one whole record
 //! (`step_phases`). While it is open the ring's published entry says it exists, since when,
-//! under which op and what it waits on (`Ring::open_step`, `Ring::publish_state`), for the
+//! under which op and what it waits on (`Ring::open_step`, `Ring::publish_keyed`), for the
 //! drain's in-flight summary (a hung step). Its start record is pushed on its own only when
 //! the drain must know the step before its stop: a NetPlugin event names it as parent, a
 //! newer step takes its entry, or its stop does not fit one record. A kernel channel's GPU
@@ -124,13 +124,14 @@ fn step_start(p: &Plugin, ring: &Ring, seq: u64, raw: &mut Raw) {
             }
         }
     }
+    let key = ring.open_step(seq, raw.ts, raw.parent, step, raw.ctx, raw.flags);
     *ph = Phases {
         id: raw.id,
         start: raw.ts,
         rflags: raw.flags,
+        key,
         ..Phases::default()
     };
-    ring.open_step(seq, raw.ts, raw.parent, step, raw.ctx, raw.flags);
 }
 
 /// Whether the step starting now (`seq`, under `parent`, step number `step`) restarts one its
@@ -201,6 +202,7 @@ fn announce(p: &Plugin, ring: &Ring, ph: &mut Phases, now: u64) {
     ring.close_step(seq);
     ring.push(&ph.start_raw(parent, step, ctx, rank, now));
     ph.announced = true;
+    ph.key = Ring::announced_key(ph.key);
 }
 
 /// Record a ProxyStep's stop (most stops) on its short path, where `guard::short_paths`, the
@@ -367,7 +369,7 @@ pub fn step_state(p: &'static Plugin, h: *mut c_void, state: i32, arg: u64) -> b
 #[inline(always)]
 fn publish_step_state(ring: &Ring, ph: &Phases, id: u64, state: i32) {
     let s = state.clamp(0, 255) as u8;
-    ring.publish_state(handle::seq_of(id), s, ph.rflags, ph.announced);
+    ring.publish_keyed(handle::seq_of(id), ph.key, s);
 }
 
 /// Record a state. `kind`: the handle's (`handle::kind_of`, which the shim decoded to read

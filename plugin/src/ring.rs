@@ -286,9 +286,19 @@ impl Ring {
     /// Producer side: the ProxyStep with sequence number `seq` started at raw time `start`
     /// under `parent` (step number `step`, context slot `ctx`, the start record's `RF_*`
     /// flags). Its start record is not pushed (see `step_phases`): this entry is how the
-    /// drain learns of it while it stays open ([`Ring::open_published_steps`]).
+    /// drain learns of it while it stays open ([`Ring::open_published_steps`]). Returns the
+    /// key it published, state 0: the step's states publish it with theirs
+    /// ([`Ring::publish_keyed`]).
     #[inline(always)]
-    pub fn open_step(&self, seq: u64, start: u64, parent: u64, step: u32, ctx: u32, flags: u8) {
+    pub fn open_step(
+        &self,
+        seq: u64,
+        start: u64,
+        parent: u64,
+        step: u32,
+        ctx: u32,
+        flags: u8,
+    ) -> u64 {
         let e = self.published_entry(seq);
         // A seqlock's write: the key leaves the older step before its fields change, so a
         // reader that read the older key and then any new field sees a different key after
@@ -299,25 +309,33 @@ impl Ring {
         e.parent.store(parent, Ordering::Relaxed);
         e.step_ctx
             .store(u64::from(step) | u64::from(ctx) << 32, Ordering::Relaxed);
-        e.key.store(key_of(seq, 0, flags, true), Ordering::Release);
+        let key = key_of(seq, 0, flags, true);
+        e.key.store(key, Ordering::Release);
+        key
     }
 
     /// Producer side: the open ProxyStep with sequence number `seq` recorded `state` (a
-    /// `PROXY_STEP_*` value; `flags` as given to [`Ring::open_step`]). One relaxed store into
-    /// a word of its own, so that the drain can say what a step that stays open waits on
-    /// ([`Ring::published_state`]) without touching the owner-only phases table.
-    /// `announced`: the step's start record went to the ring, so the drain knows it already
-    /// and must not learn of it again here.
-    ///
-    /// A store of the whole key, computed from what the caller holds: no read of the entry's
-    /// line on NCCL's thread (the drain reads these lines).
+    /// `PROXY_STEP_*` value), `key` as [`Ring::open_step`] returned it, passed through
+    /// [`Ring::announced_key`] once the step's start record went to the ring (the drain knows
+    /// it then, and must not learn of it again here). One store into a word of its own, so
+    /// that the drain can say what a step that stays open waits on
+    /// ([`Ring::published_state`]) without touching the owner-only phases table; NCCL's
+    /// thread keeps the key beside the step's phases (`Phases::key`), so a state's
+    /// publication is one OR and that store, with no read of the entry's line (the drain
+    /// reads these lines).
     #[inline(always)]
-    pub fn publish_state(&self, seq: u64, state: u8, flags: u8, announced: bool) {
+    pub fn publish_keyed(&self, seq: u64, key: u64, state: u8) {
         let e = self.published_entry(seq);
         // Release, as `open_step`'s: a reader that acquires this key must see the fields that
         // step wrote (a later relaxed store would not carry `open_step`'s release on).
-        e.key
-            .store(key_of(seq, state, flags, !announced), Ordering::Release);
+        e.key.store(key | u64::from(state) << 48, Ordering::Release);
+    }
+
+    /// A step's key (from [`Ring::open_step`]) once its start record went to the ring: the
+    /// drain knows the step from then on and must not learn of it again from its entry.
+    #[inline(always)]
+    pub fn announced_key(key: u64) -> u64 {
+        key & !KEY_OPEN
     }
 
     /// Producer side: the ProxyStep with sequence number `seq` stopped, or its start record
@@ -1256,21 +1274,21 @@ mod tests {
         let p = pool();
         let r = p.mine().unwrap();
         assert_eq!(r.published_state(5), None);
-        r.open_step(5, 100, 0x10, 0, 0, 0);
-        r.publish_state(5, 20, 0, false);
+        let k = r.open_step(5, 100, 0x10, 0, 0, 0);
+        r.publish_keyed(5, k, 20);
         assert_eq!(r.published_state(5), Some(20));
         let later = 5 + step_phases::SLOTS as u64;
         assert_eq!(r.published_state(later), None, "another step's entry");
         assert_eq!(r.published_state(6), None);
-        r.open_step(later, 200, 0x10, 1, 0, 0);
+        let k_later = r.open_step(later, 200, 0x10, 1, 0, 0);
         assert_eq!(r.published_state(later), Some(0), "opened, no state yet");
-        r.publish_state(later, 10, 0, false);
+        r.publish_keyed(later, k_later, 10);
         assert_eq!(r.published_state(later), Some(10));
         assert_eq!(r.published_state(5), None, "taken by the later step");
         // Sequence numbers use 48 bits.
         let big = (1 << 48) - 3;
-        r.open_step(big, 300, 0x10, 2, 0, RF_PARENT_NULL);
-        r.publish_state(big, 9, RF_PARENT_NULL, false);
+        let k = r.open_step(big, 300, 0x10, 2, 0, RF_PARENT_NULL);
+        r.publish_keyed(big, k, 9);
         assert_eq!(r.published_state(big), Some(9));
         assert_eq!(
             open_ones(r)
@@ -1296,7 +1314,7 @@ mod tests {
         let p = pool();
         let r = p.mine().unwrap();
         assert!(open_ones(r).is_empty());
-        r.open_step(7, 1234, 0xABCD, 70_000, 3, RF_RESTARTED);
+        let k7 = r.open_step(7, 1234, 0xABCD, 70_000, 3, RF_RESTARTED);
         r.open_step(8, 1300, 0xABCD, 2, 3, RF_PARENT_NULL);
         let want7 = PublishedOpen {
             seq: 7,
@@ -1314,7 +1332,7 @@ mod tests {
             (0xABCD, 70_000, 3),
             "the owner reads them back"
         );
-        r.publish_state(7, 8, RF_RESTARTED, false);
+        r.publish_keyed(7, k7, 8);
         assert_eq!(open_ones(r)[0], PublishedOpen { state: 8, ..want7 });
         r.close_step(7);
         assert_eq!(open_ones(r).iter().map(|o| o.seq).collect::<Vec<_>>(), [8]);
@@ -1323,7 +1341,7 @@ mod tests {
             Some(8),
             "its last state stays readable"
         );
-        r.publish_state(7, 9, RF_RESTARTED, true);
+        r.publish_keyed(7, Ring::announced_key(k7), 9);
         assert_eq!(
             open_ones(r).len(),
             1,
@@ -1357,8 +1375,8 @@ mod tests {
             let mut seq = 1u64;
             while !s2.load(Ordering::Relaxed) {
                 // Every field a function of the sequence number.
-                r.open_step(seq, seq * 3, seq * 5, seq as u32, (seq * 7) as u32, 0);
-                r.publish_state(seq, (seq % 200) as u8, 0, false);
+                let k = r.open_step(seq, seq * 3, seq * 5, seq as u32, (seq * 7) as u32, 0);
+                r.publish_keyed(seq, k, (seq % 200) as u8);
                 if seq.is_multiple_of(3) {
                     r.close_step(seq);
                 }

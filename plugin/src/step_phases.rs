@@ -105,6 +105,9 @@ pub struct Phases {
     pub announced: bool,
     /// The start record's `RF_*` flags (`RF_PARENT_NULL`, `RF_FOREIGN`, `RF_RESTARTED`).
     pub rflags: u8,
+    /// The step's published key without its state (`Ring::open_step`'s, through
+    /// `Ring::announced_key` once announced): what each of its states publishes with its own.
+    pub key: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Phases>() == 64);
@@ -645,6 +648,7 @@ mod tests {
                 seen: rng.next() as u8,
                 announced: false,
                 rflags: RF_RESTARTED,
+                key: 0,
             };
             let step = (rng.next() % 65_536) as u32;
             let r = ph.to_whole(99, 0xABC, step, 7).unwrap();
