@@ -15,7 +15,7 @@
 //! | `NCCLPROF_HISTORY_EVENTS` | 200000 | ... of at most this many records (kept as Events frames, trimmed a frame of 2047 at a time: up to one frame more) |
 //! | `NCCLPROF_COMPLETION_TIMEOUT_MS` | 1000 | an op with no completion signal is reported as "end unknown" after this |
 //! | `NCCLPROF_MAX_OPEN` | 262144 | open events tracked at once (more are dropped, counted) |
-//! | `NCCLPROF_CLOCK` | `tsc` where invariant | `monotonic` forces `clock_gettime` on NCCL's threads |
+//! | `NCCLPROF_CLOCK` | `tsc` where invariant | `monotonic` forces `clock_gettime` on NCCL's threads (and the general paths for every call: `guard::short_paths`) |
 //! | `NCCLPROF_GPU_TIMER_HZ` | auto | GPU timer rate for KernelCh timestamps (RCCL ticks); auto-detected when unset |
 
 use ncclprof_shared::mask;
