@@ -206,17 +206,27 @@ fn start_v6_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> N
 /// A ProxyStep's stop, most stops, takes a short path (`capture::step_stop`), the rest
 /// [`stop_general`], out of line and called last, as `record_v4`'s.
 unsafe extern "C" fn stop(h: *mut c_void) -> NcclResult {
-    if handle::is_kind(h as u64, EventKind::ProxyStep)
-        && guard::short_paths()
-        && let Some(p) = crate::plugin()
-    {
-        let mut recorded = false;
-        guard::call(|| recorded = capture::step_stop(p, h));
-        if recorded {
-            return NCCL_SUCCESS;
-        }
+    if step_short_path(h, |p| capture::step_stop(p, h)) {
+        return NCCL_SUCCESS;
     }
     stop_general(h)
+}
+
+/// Run a ProxyStep call's short path `f` where it may run: `h` is a step's handle, the
+/// plugin is on with the counter clock (`guard::short_paths`) and initialised. Whether `f`
+/// recorded the call; where not (false, having changed nothing, or a caught panic, which
+/// turns the plugin off), the entry point calls its general path.
+#[inline(always)]
+fn step_short_path(h: *mut c_void, f: impl FnOnce(&'static crate::Plugin) -> bool) -> bool {
+    if !handle::is_kind(h as u64, EventKind::ProxyStep) || !guard::short_paths() {
+        return false;
+    }
+    let Some(p) = crate::plugin() else {
+        return false;
+    };
+    let mut recorded = false;
+    guard::call(|| recorded = f(p));
+    recorded
 }
 
 #[inline(never)]
@@ -256,10 +266,7 @@ fn record_with(
 /// [`record_v4_general`], out of line and called last, so that the short path stays short
 /// and makes no call (BENCHMARKS.md §1, "Short paths without a call").
 unsafe extern "C" fn record_v4(h: *mut c_void, state: c_int, a: *mut v4::StateArgs) -> NcclResult {
-    if handle::is_kind(h as u64, EventKind::ProxyStep)
-        && guard::short_paths()
-        && let Some(p) = crate::plugin()
-    {
+    let short = step_short_path(h, |p| {
         // A step's word is its first (`pTimer`, as `record_v4_general` reads it); a NULL
         // args pointer reads as 0 there too.
         let arg = if a.is_null() {
@@ -268,11 +275,10 @@ unsafe extern "C" fn record_v4(h: *mut c_void, state: c_int, a: *mut v4::StateAr
             // SAFETY: a non-NULL args pointer points to the core's args union for this call.
             unsafe { (*a).p_timer }
         };
-        let mut recorded = false;
-        guard::call(|| recorded = capture::step_state(p, h, state, arg));
-        if recorded {
-            return NCCL_SUCCESS;
-        }
+        capture::step_state(p, h, state, arg)
+    });
+    if short {
+        return NCCL_SUCCESS;
     }
     record_v4_general(h, state, a)
 }

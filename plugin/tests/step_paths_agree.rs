@@ -232,8 +232,7 @@ fn scenario_in_a_process_of_its_own() {
         }),
         "{name}: the deterministic steps reach the viewer"
     );
-    std::thread::sleep(Duration::from_millis(600));
-    let c1 = viewer.last_counters().unwrap();
+    let c1 = viewer.settled_counters();
 
     // A burst that fills the ring (drops counted): each record that arrives must be right.
     let mut burst_ids = Vec::new();
@@ -254,8 +253,7 @@ fn scenario_in_a_process_of_its_own() {
             .contains_key(&(after.0 as u64))),
         "{name}: the step after the burst arrives"
     );
-    std::thread::sleep(Duration::from_millis(600));
-    let c2 = viewer.last_counters().unwrap();
+    let c2 = viewer.settled_counters();
     let all = by_id();
     let mut burst_present = 0u64;
     for (i, id) in burst_ids.iter().enumerate() {

@@ -165,6 +165,17 @@ impl TestViewer {
             })
     }
 
+    /// The newest Counters frame once it covers every record made before this call: the
+    /// plugin sends one every 250 ms, so the newest after 600 ms does.
+    pub fn settled_counters(&self) -> wire::Counters {
+        std::thread::sleep(Duration::from_millis(600));
+        assert!(
+            wait_for(Duration::from_secs(5), || self.last_counters().is_some()),
+            "no Counters frame"
+        );
+        self.last_counters().unwrap()
+    }
+
     pub fn strings(&self) -> std::collections::HashMap<u16, String> {
         self.frames
             .lock()
