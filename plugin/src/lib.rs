@@ -38,6 +38,7 @@ pub mod lifecycle;
 pub mod link;
 pub mod nccl_log;
 pub mod open_steps;
+pub mod prefetch;
 pub mod ring;
 pub mod step_phases;
 pub mod stream;

@@ -461,7 +461,7 @@ impl Ring {
         // cache line the ring last held a wrap ago, which the drain's core has read since, and
         // the thread stalled on those lines (BENCHMARKS.md §1, "An Intel host").
         let ahead = head.wrapping_add(PREFETCH_AHEAD) & mask;
-        prefetch_for_write(self.slots.wrapping_add(ahead as usize));
+        crate::prefetch::for_write(self.slots.wrapping_add(ahead as usize));
     }
 
     /// Debug builds: a first-sweep record must be pushed with [`Ring::push_marked`] (checked
@@ -1095,26 +1095,6 @@ pub struct PlainSlot {
 /// How many records ahead of the one just written `push` prefetches a slot: 8, 16 and 32
 /// measured alike on a Xeon, 4 gave half the gain (BENCHMARKS.md §1, "An Intel host").
 const PREFETCH_AHEAD: u64 = 16;
-
-/// Bring the cache line at `p` close to this core ahead of a write: x86 `PREFETCHT0`
-/// (SSE, on every x86_64 CPU; `PREFETCHW`, which asks for ownership, measured the same and
-/// is not on every one), aarch64 `PRFM PSTL1KEEP`. A prefetch never faults, even on an
-/// unmapped page, so any address in the ring's reservation will do.
-#[inline(always)]
-fn prefetch_for_write(p: *const Raw) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch has no architectural effect and does not fault.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: a prefetch has no architectural effect and does not fault.
-    unsafe {
-        core::arch::asm!("prfm pstl1keep, [{}]", in(reg) p, options(nostack, readonly, preserves_flags))
-    };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    let _ = p;
-}
 
 /// This thread's thread pointer: an address unique among live threads, read with no call (a
 /// register on aarch64, one load from the thread's own control block on x86_64). On x86_64
