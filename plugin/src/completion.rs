@@ -1559,7 +1559,7 @@ impl<S: Sink> Completion<S> {
         if op.is_none() && r.flags & RF_PARENT_NULL == 0 && r.parent != 0 {
             flags |= F_PARENT_UNKNOWN;
         }
-        let mut rec = EventRecord {
+        let rec = EventRecord {
             id: r.id,
             parent: if r.flags & RF_PARENT_NULL != 0 {
                 0
@@ -1575,16 +1575,18 @@ impl<S: Sink> Completion<S> {
             p: [u64::from(step), 0, 0, 0, 0, 0],
             ..EventRecord::default()
         };
-        if !self.stray.is_empty() {
-            Self::apply_stray(&mut self.stray, &mut rec);
-        }
-        merge(&mut rec, r.state, [r.w[0], r.w[1], r.w[2]], arg, retries);
-        if let Some(op) = op {
-            step_done_in(op, &mut rec, ns);
-        }
+        let stray = &mut self.stray;
+        self.out.put_with(rec, |rec| {
+            if !stray.is_empty() {
+                Self::apply_stray(stray, rec);
+            }
+            merge(rec, r.state, [r.w[0], r.w[1], r.w[2]], arg, retries);
+            if let Some(op) = op {
+                step_done_in(op, rec, ns);
+            }
+        });
         self.captured[EventKind::ProxyStep as usize] += 1;
         self.completed[EventKind::ProxyStep as usize] += 1;
-        self.out.put(&rec);
     }
 
     /// A ProxyStep state for a step not known here: recorded on a thread other than the

@@ -21,6 +21,17 @@ use ncclprof_shared::wire::{self, HEADER_SIZE, MAX_RECORDS_PER_FRAME};
 /// Where completion puts the records it completes.
 pub trait Sink {
     fn put(&mut self, rec: &EventRecord);
+
+    /// Put `rec` as `finish` leaves it, changed where it lies: a record built on the stack
+    /// with narrow field writes and then copied in wide moves waits for those writes to
+    /// reach memory (a store-forwarding stall), which was the most sampled part of the
+    /// drain's most frequent record (`Completion::whole_step`).
+    #[inline]
+    fn put_with(&mut self, rec: EventRecord, finish: impl FnOnce(&mut EventRecord)) {
+        let mut rec = rec;
+        finish(&mut rec);
+        self.put(&rec);
+    }
 }
 
 impl Sink for Vec<EventRecord> {
@@ -67,17 +78,47 @@ impl Default for History {
 impl Sink for History {
     #[inline]
     fn put(&mut self, rec: &EventRecord) {
-        // The open frame's buffer is a trimmed frame's, last written a history ago: its line
-        // 8 records on is asked for now (4, 8 and 16 measured alike; the drain 13 % faster,
-        // BENCHMARKS.md §2 "The history's writes prefetched").
-        let ahead = self.open.len() + PREFETCH_AHEAD * RECORD_SIZE;
-        crate::prefetch::for_write(self.open.as_ptr().wrapping_add(ahead));
+        self.prefetch_ahead();
         self.open.extend_from_slice(rec.bytes());
-        self.open_newest = self.open_newest.max(rec.end_ns.max(rec.start_ns));
-        self.records += 1;
-        if self.open.len() + RECORD_SIZE > FRAME_BYTES {
-            self.seal();
+        self.put_done(rec.end_ns.max(rec.start_ns));
+    }
+
+    #[inline]
+    fn put_with(&mut self, rec: EventRecord, finish: impl FnOnce(&mut EventRecord)) {
+        self.prefetch_ahead();
+        let at = self.open.len();
+        self.open.reserve(RECORD_SIZE);
+        // SAFETY: `reserve` made room for a record after `at`.
+        let slot = unsafe { self.open.as_mut_ptr().add(at) }.cast::<EventRecord>();
+        // Built where it lies when that is aligned, which it is: the buffers come from
+        // `malloc`, 16-byte aligned, and records start 16 bytes in, 96 apart. (One call of
+        // `finish`, so that it is inlined.)
+        let mut unaligned = std::mem::MaybeUninit::<EventRecord>::uninit();
+        let at_slot = slot.is_aligned();
+        let target = if at_slot {
+            slot
+        } else {
+            unaligned.as_mut_ptr()
+        };
+        // SAFETY: `target` is aligned, writable for a record and not aliased (the buffer's
+        // spare capacity, or the local); the record is written whole before it is
+        // referenced. The buffer counts it only below, once `finish` has returned: a panic
+        // in `finish` leaves the buffer as it was (it is bytes).
+        let rec = unsafe {
+            target.write(rec);
+            &mut *target
+        };
+        finish(rec);
+        let newest = rec.end_ns.max(rec.start_ns);
+        if at_slot {
+            // SAFETY: the record's bytes, after `at`, are initialised (written above).
+            unsafe { self.open.set_len(at + RECORD_SIZE) };
+        } else {
+            // SAFETY: written whole above.
+            let rec = unsafe { unaligned.assume_init_ref() };
+            self.open.extend_from_slice(rec.bytes());
         }
+        self.put_done(newest);
     }
 }
 
@@ -89,6 +130,25 @@ pub struct Trimmed {
 }
 
 impl History {
+    /// The open frame's buffer is a trimmed frame's, last written a history ago: its line
+    /// [`PREFETCH_AHEAD`] records on is asked for now (4, 8 and 16 measured alike; the drain
+    /// 13 % faster, BENCHMARKS.md §2 "The history's writes prefetched").
+    #[inline(always)]
+    fn prefetch_ahead(&self) {
+        let ahead = self.open.len() + PREFETCH_AHEAD * RECORD_SIZE;
+        crate::prefetch::for_write(self.open.as_ptr().wrapping_add(ahead));
+    }
+
+    /// A record whose latest time is `newest` (ns) was added to the open frame.
+    #[inline(always)]
+    fn put_done(&mut self, newest: u64) {
+        self.open_newest = self.open_newest.max(newest);
+        self.records += 1;
+        if self.open.len() + RECORD_SIZE > FRAME_BYTES {
+            self.seal();
+        }
+    }
+
     pub fn new() -> History {
         History {
             sealed: VecDeque::new(),
@@ -303,6 +363,34 @@ mod tests {
         assert!(small.bytes.capacity() < FRAME_BYTES / 2);
         assert_eq!(h.sealed_from(1).next().unwrap().0, 1);
         assert_eq!(h.sealed_from(7).count(), 0);
+    }
+
+    /// A record put with `put_with` (built where it lies, then changed there) is the record
+    /// `put` would have put, as changed, through frames sealing themselves on the way; the
+    /// newest time the age bound uses is the changed record's.
+    #[test]
+    fn put_with_puts_the_record_as_finish_leaves_it() {
+        let (mut with, mut plain) = (History::new(), History::new());
+        let n = MAX_RECORDS_PER_FRAME as u64 + 10;
+        let finish = |r: &mut EventRecord| {
+            r.p[3] = r.id * 7;
+            r.end_ns += 1_000;
+        };
+        for i in 0..n {
+            with.put_with(rec(i), finish);
+            let mut r = rec(i);
+            finish(&mut r);
+            plain.put(&r);
+        }
+        with.seal();
+        plain.seal();
+        let frames = |h: &History| -> Vec<Vec<u8>> {
+            h.sealed_from(0).map(|(_, f)| f.bytes.to_vec()).collect()
+        };
+        assert_eq!(frames(&with), frames(&plain));
+        assert_eq!(with.len(), n as usize);
+        let last = with.sealed_from(1).next().unwrap().1;
+        assert_eq!(last.newest_ns, (n - 1) * 10 + 5 + 1_000);
     }
 
     #[test]

@@ -177,6 +177,7 @@ impl EventRecord {
 
     /// One record's bytes, as framed. (A fixed size: copying them is a few vector moves, where
     /// a slice of [`EventRecord::as_bytes`] went through a `memcpy` call.)
+    #[inline]
     pub fn bytes(&self) -> &[u8; RECORD_SIZE] {
         bytemuck::cast_ref(self)
     }
