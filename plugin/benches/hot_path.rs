@@ -119,6 +119,15 @@ fn burst(l: &Lib, n: u64, d_step: &mut v6::Descr, d_coll: &mut v6::Descr) -> (Du
                 (t.stop_event)(c);
                 calls += 2;
             }
+            // Step numbers one after another, as NCCL numbers an op's transfers (the ABI
+            // spec: "transfer index 0, 1, 2, …"; `per_kind` does the same), and never the
+            // same twice under the bench's one op.
+            // Until 2026-12-07 evening every step of the sequence was step 0 of the op: each
+            // start found the step before it under the same op and number in the table of
+            // recent starts and checked whether it restarted it (spec §4.6), a path NCCL's
+            // starts take only where a step is started again, and every start used the same
+            // entry of that table, where NCCL's use one after another.
+            d_step.u.proxy_step.step = d_step.u.proxy_step.step.wrapping_add(1);
             (t.start_event)(l.ctx, &mut h, d_step);
             (t.record_event_state)(h, state::PROXY_STEP_SEND_GPU_WAIT as c_int, &mut args);
             (t.record_event_state)(h, state::PROXY_STEP_SEND_PEER_WAIT as c_int, &mut args);

@@ -262,7 +262,11 @@ impl Ring {
     }
 
     /// The owner's entry for the latest ProxyStep start under `parent` with step number
-    /// `step` (direct-mapped: it may hold another pair's, told by its `key`).
+    /// `step` (direct-mapped: it may hold another pair's, told by its `key`). An op's steps,
+    /// numbered one after another, take entries one after another from a place its handle
+    /// picks: four to a cache line, where a slot hashed from both took a line of its own
+    /// per start, out of this core's first-level cache again by the op's next step (1.5 ns
+    /// per call of the hot-path bench, BENCHMARKS.md §1 "NCCL's step numbers in the bench").
     ///
     /// # Safety
     /// As [`Ring::phases_of`]: the owning thread only, one reference at a time.
@@ -270,7 +274,8 @@ impl Ring {
     #[allow(clippy::mut_from_ref)] // owner-only, like `phases_of`
     pub unsafe fn recent_start(&self, parent: u64, step: u32) -> (&mut RecentStart, u64) {
         let key = parent ^ u64::from(step).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize % RECENT_STARTS;
+        let i = ((parent.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize + step as usize)
+            % RECENT_STARTS;
         // SAFETY: only the owner touches the table (contract); `i` < RECENT_STARTS.
         (unsafe { &mut (*self.recent.get())[i] }, key)
     }
