@@ -3859,6 +3859,51 @@ mod tests {
         assert_eq!(c.dropped[DropReason::UnknownHandle as usize], 1);
     }
 
+    /// Whole steps completed into the history (each built where it lies in the open frame,
+    /// `Sink::put_with`) are the records completion makes into a `Vec`: linked to their op,
+    /// one with a state parked for it, one restarted.
+    #[test]
+    fn whole_steps_into_the_history_are_the_records_completion_makes() {
+        let mut f = Feed::new();
+        let op = f.op_start(1);
+        for step in 0..5 {
+            f.whole(op, step, 0);
+        }
+        f.whole(op, 9, RF_RESTARTED);
+        let id = f.id(EventKind::ProxyStep);
+        let mut ph = send_phases(id, f.ts + 1, 0);
+        ph.t[1] = 0; // its SendPeerWait recorded on another thread, read first
+        ph.retries = 0;
+        ph.seen &= !(1 << 5);
+        let s = st::PROXY_STEP_SEND_PEER_WAIT as u8;
+        f.push(OP_STATE, EventKind::ProxyStep, id, 0, s, [0; 4]);
+        f.whole_of(op, 6, ph);
+        f.stop(EventKind::ProxyOp, op);
+        let items = std::mem::take(&mut f.items);
+        let mut into_vec = Completion::new(262_144, 1000, 0.0);
+        into_vec.pass(items.as_slice(), PROXY_ONLY);
+        into_vec.end_pass(f.ts);
+        let mut want = Vec::new();
+        into_vec.take(&mut want);
+        let history = crate::history::History::new();
+        let mut into_history = Completion::with_sink(history, 262_144, 1000, 0.0);
+        into_history.pass(items.as_slice(), PROXY_ONLY);
+        into_history.end_pass(f.ts);
+        into_history.sink_mut().seal();
+        let got = into_history.sink().records(usize::MAX);
+        assert_eq!(
+            want.iter()
+                .filter(|r| r.kind == EventKind::ProxyStep as u8)
+                .count(),
+            7
+        );
+        assert!(
+            want.iter().any(|r| r.id == id && r.p[5] == 1),
+            "the parked state applied"
+        );
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn leaked_steps_are_swept_and_counted() {
         let mut c = Completion::new(262_144, 1, 0.0);

@@ -43,7 +43,8 @@ impl Sink for Vec<EventRecord> {
 
 /// Bytes of a full frame.
 const FRAME_BYTES: usize = HEADER_SIZE + MAX_RECORDS_PER_FRAME * RECORD_SIZE;
-/// How many records ahead of the one being written [`Sink::put`] prefetches the frame.
+/// How many records ahead of the one being written [`Sink::put`] and [`Sink::put_with`]
+/// prefetch the frame.
 const PREFETCH_AHEAD: usize = 8;
 /// Full-size buffers of trimmed frames kept for new frames: in steady state a frame is
 /// trimmed for every frame filled, so the drain allocates no frame buffer.
@@ -85,6 +86,47 @@ impl Sink for History {
 
     #[inline]
     fn put_with(&mut self, rec: EventRecord, finish: impl FnOnce(&mut EventRecord)) {
+        self.put_built(rec, finish, true);
+    }
+}
+
+/// What [`History::trim`] removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    /// Records in frames at or after the cursor given: never sent to the viewer.
+    pub unsent: u64,
+}
+
+impl History {
+    /// The open frame's buffer is a trimmed frame's, last written a history ago: its line
+    /// [`PREFETCH_AHEAD`] records on is asked for now (8 measured best of 4, 8 and 16, by
+    /// 1–2 ns per record; the drain 13 % faster, BENCHMARKS.md §2 "The history's writes
+    /// prefetched").
+    #[inline(always)]
+    fn prefetch_ahead(&self) {
+        let ahead = self.open.len() + PREFETCH_AHEAD * RECORD_SIZE;
+        crate::prefetch::for_write(self.open.as_ptr().wrapping_add(ahead));
+    }
+
+    /// A record whose latest time is `newest` (ns) was added to the open frame.
+    #[inline(always)]
+    fn put_done(&mut self, newest: u64) {
+        self.open_newest = self.open_newest.max(newest);
+        self.records += 1;
+        if self.open.len() + RECORD_SIZE > FRAME_BYTES {
+            self.seal();
+        }
+    }
+
+    /// [`Sink::put_with`], built where it lies if `in_place` and the slot is aligned, else
+    /// on the stack and copied (`in_place` false: the tests' way to that path).
+    #[inline(always)]
+    fn put_built(
+        &mut self,
+        rec: EventRecord,
+        finish: impl FnOnce(&mut EventRecord),
+        in_place: bool,
+    ) {
         self.prefetch_ahead();
         let at = self.open.len();
         self.open.reserve(RECORD_SIZE);
@@ -94,7 +136,7 @@ impl Sink for History {
         // `malloc`, 16-byte aligned, and records start 16 bytes in, 96 apart. (One call of
         // `finish`, so that it is inlined.)
         let mut unaligned = std::mem::MaybeUninit::<EventRecord>::uninit();
-        let at_slot = slot.is_aligned();
+        let at_slot = in_place && slot.is_aligned();
         let target = if at_slot {
             slot
         } else {
@@ -119,34 +161,6 @@ impl Sink for History {
             self.open.extend_from_slice(rec.bytes());
         }
         self.put_done(newest);
-    }
-}
-
-/// What [`History::trim`] removed.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Trimmed {
-    /// Records in frames at or after the cursor given: never sent to the viewer.
-    pub unsent: u64,
-}
-
-impl History {
-    /// The open frame's buffer is a trimmed frame's, last written a history ago: its line
-    /// [`PREFETCH_AHEAD`] records on is asked for now (4, 8 and 16 measured alike; the drain
-    /// 13 % faster, BENCHMARKS.md §2 "The history's writes prefetched").
-    #[inline(always)]
-    fn prefetch_ahead(&self) {
-        let ahead = self.open.len() + PREFETCH_AHEAD * RECORD_SIZE;
-        crate::prefetch::for_write(self.open.as_ptr().wrapping_add(ahead));
-    }
-
-    /// A record whose latest time is `newest` (ns) was added to the open frame.
-    #[inline(always)]
-    fn put_done(&mut self, newest: u64) {
-        self.open_newest = self.open_newest.max(newest);
-        self.records += 1;
-        if self.open.len() + RECORD_SIZE > FRAME_BYTES {
-            self.seal();
-        }
     }
 
     pub fn new() -> History {
@@ -370,27 +384,38 @@ mod tests {
     /// newest time the age bound uses is the changed record's.
     #[test]
     fn put_with_puts_the_record_as_finish_leaves_it() {
-        let (mut with, mut plain) = (History::new(), History::new());
-        let n = MAX_RECORDS_PER_FRAME as u64 + 10;
         let finish = |r: &mut EventRecord| {
             r.p[3] = r.id * 7;
             r.end_ns += 1_000;
         };
+        let n = MAX_RECORDS_PER_FRAME as u64 + 10;
+        let mut plain = History::new();
         for i in 0..n {
-            with.put_with(rec(i), finish);
             let mut r = rec(i);
             finish(&mut r);
             plain.put(&r);
         }
-        with.seal();
         plain.seal();
         let frames = |h: &History| -> Vec<Vec<u8>> {
             h.sealed_from(0).map(|(_, f)| f.bytes.to_vec()).collect()
         };
-        assert_eq!(frames(&with), frames(&plain));
-        assert_eq!(with.len(), n as usize);
-        let last = with.sealed_from(1).next().unwrap().1;
-        assert_eq!(last.newest_ns, (n - 1) * 10 + 5 + 1_000);
+        // Built in the frame (`put_with`), and on the stack and copied (its way where the
+        // frame's slot is not aligned for a record, which `malloc`'s buffers always are).
+        for in_place in [true, false] {
+            let mut with = History::new();
+            for i in 0..n {
+                if in_place {
+                    with.put_with(rec(i), finish);
+                } else {
+                    with.put_built(rec(i), finish, false);
+                }
+            }
+            with.seal();
+            assert_eq!(frames(&with), frames(&plain), "in place: {in_place}");
+            assert_eq!(with.len(), n as usize);
+            let last = with.sealed_from(1).next().unwrap().1;
+            assert_eq!(last.newest_ns, (n - 1) * 10 + 5 + 1_000);
+        }
     }
 
     #[test]

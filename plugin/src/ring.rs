@@ -264,7 +264,8 @@ impl Ring {
     /// The owner's entry for the latest ProxyStep start under `parent` with step number
     /// `step` (direct-mapped: it may hold another pair's, told by its `key`). An op's steps,
     /// numbered one after another, take entries one after another from a place its handle
-    /// picks: four to a cache line, where a slot hashed from both took a line of its own
+    /// picks: four to a cache line (the table leads the 64-byte aligned `Ring`), where a
+    /// slot hashed from both took a line of its own
     /// per start, out of this core's first-level cache again by the op's next step (up to
     /// 0.75 ns per call of the hot-path bench, BENCHMARKS.md §1 "NCCL's step numbers in the
     /// bench").
@@ -275,7 +276,8 @@ impl Ring {
     #[allow(clippy::mut_from_ref)] // owner-only, like `phases_of`
     pub unsafe fn recent_start(&self, parent: u64, step: u32) -> (&mut RecentStart, u64) {
         let key = parent ^ u64::from(step).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let i = ((parent.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize + step as usize)
+        let i = ((parent.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize)
+            .wrapping_add(step as usize)
             % RECENT_STARTS;
         // SAFETY: only the owner touches the table (contract); `i` < RECENT_STARTS.
         (unsafe { &mut (*self.recent.get())[i] }, key)
@@ -738,6 +740,10 @@ fn mapping_bytes(cap: usize) -> usize {
 /// Entries of a ring's table of recent ProxyStep starts ([`Ring::recent_start`]): more than
 /// the steps a proxy thread starts in one progress pass of a receive group.
 pub const RECENT_STARTS: usize = 512;
+
+// `Ring::recent_start`'s entries four to a cache line: the table starts a line.
+const _: () =
+    assert!(std::mem::offset_of!(Ring, recent) % 64 == 0 && std::mem::align_of::<Ring>() >= 64);
 
 /// A ProxyStep start in [`Ring::recent_start`]'s table.
 #[derive(Clone, Copy, Debug, Default)]
