@@ -246,9 +246,10 @@ pub fn step_stop(p: &'static Plugin, h: *mut c_void) -> bool {
 
 /// The stop of step `id`, whose phases entry `ph` on this thread's `ring` holds it, at `ts`:
 /// one whole record if it fits and its start was not pushed, else a stop record carrying
-/// its states.
+/// its states. False, with the entry freed, where it recorded no state: the caller pushes
+/// the plain stop record any kind's stop is.
 #[inline(always)]
-fn step_stopped(p: &Plugin, ring: &Ring, ph: &mut Phases, id: u64, ts: u64) {
+fn step_stopped(p: &Plugin, ring: &Ring, ph: &mut Phases, id: u64, ts: u64) -> bool {
     if !ph.announced {
         let seq = handle::seq_of(id);
         let (parent, step, ctx) = ring.step_fields(seq);
@@ -258,23 +259,17 @@ fn step_stopped(p: &Plugin, ring: &Ring, ph: &mut Phases, id: u64, ts: u64) {
             ring.close_step(seq);
             ph.id = 0; // free the entry
             ring.push(&whole);
-            return;
+            return true;
         }
         announce(p, ring, ph, ts); // too long or too large for one record: start, then stop
     }
     let rec = ph.to_raw(OP_STOP, ts);
     ph.id = 0; // free the entry
-    if rec.state != 0 {
-        ring.push(&rec);
-        return;
+    if rec.state == 0 {
+        return false;
     }
-    ring.push(&Raw {
-        ts,
-        id,
-        op: OP_STOP,
-        kind: PROXY_STEP,
-        ..Raw::default()
-    });
+    ring.push(&rec);
+    true
 }
 
 /// Record a stop of any kind (the general path: [`step_stop`] is a ProxyStep's short one).
@@ -315,8 +310,8 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
     }
     if kind == PROXY_STEP
         && let Some(ph) = phases_held(ring, id)
+        && step_stopped(p, ring, ph, id, ts)
     {
-        step_stopped(p, ring, ph, id, ts);
         return;
     }
     ring.push(&Raw {

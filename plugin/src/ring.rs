@@ -265,10 +265,9 @@ impl Ring {
     /// `step` (direct-mapped: it may hold another pair's, told by its `key`). An op's steps,
     /// numbered one after another, take entries one after another from a place its handle
     /// picks: four to a cache line (the table leads the 64-byte aligned `Ring`), where a
-    /// slot hashed from both took a line of its own
-    /// per start, out of this core's first-level cache again by the op's next step (up to
-    /// 0.75 ns per call of the hot-path bench, BENCHMARKS.md §1 "NCCL's step numbers in the
-    /// bench").
+    /// slot hashed from both took a line of its own per start, out of this core's
+    /// first-level cache again by the op's next step (up to 0.75 ns per call of the hot-path
+    /// bench, BENCHMARKS.md §1 "NCCL's step numbers in the bench").
     ///
     /// # Safety
     /// As [`Ring::phases_of`]: the owning thread only, one reference at a time.
