@@ -134,6 +134,56 @@ fn step_start(p: &Plugin, ring: &Ring, seq: u64, raw: &mut Raw) {
     };
 }
 
+/// Record a ProxyStep's start (most starts) on its short path, where `guard::short_paths`,
+/// the context is one of ours, its op `parent` is this thread's (a step is started on its
+/// op's proxy thread), the step's phases entry is free and the table of recent starts holds
+/// no start of the same op and step number (which this start may restart: spec §4.6).
+/// Returns its id, as [`start`] would record it; `None`, having changed nothing, where any
+/// of that does not hold: the caller then records it the general way ([`start`]). No call,
+/// as [`step_state`]'s short path, so that the entry point saves no register and its panic
+/// guard costs nothing (BENCHMARKS.md §1, "A step's start without a call").
+#[inline(always)]
+pub fn step_start_short(
+    p: &'static Plugin,
+    ctx: *mut c_void,
+    parent: u64,
+    step: u32,
+) -> Option<u64> {
+    debug_assert!(
+        crate::clock::counter_in_use(),
+        "a short path without the counter"
+    );
+    if parent == 0 {
+        return None; // RF_PARENT_NULL, and no restart check (`restarts_unannounced`)
+    }
+    let ci = p.contexts.index_of(ctx)?;
+    let ring = p.rings.mine_by_id(parent)?;
+    // The clock before the ring's loads, as in `step_stop`.
+    let ts = counter();
+    let seq = ring.coming_seq();
+    // SAFETY: `ring` is this thread's (`mine_by_id`), and no other entry reference is live.
+    let ph = unsafe { ring.phases_of(seq) };
+    if ph.id != 0 {
+        return None; // an older step still holds the entry (`step_start` announces it)
+    }
+    // SAFETY: as above, for the table of recent starts (the phases entry is another table).
+    let (recent, key) = unsafe { ring.recent_start(parent, step) };
+    if recent.seq != 0 && recent.key == key {
+        return None; // perhaps a restart: `restarts_unannounced` tells
+    }
+    let seq = ring.next_seq();
+    let id = handle::make(EventKind::ProxyStep, ring.index(), seq);
+    *recent = RecentStart { key, seq };
+    let key = ring.open_step(seq, ts, parent, step, ci, 0);
+    *ph = Phases {
+        id,
+        start: ts,
+        key,
+        ..Phases::default()
+    };
+    Some(id)
+}
+
 /// Whether the step starting now (`seq`, under `parent`, step number `step`) restarts one its
 /// thread started earlier and never stopped, which NCCL then abandons (spec §4.6: a receive
 /// step whose buffer was not posted is started again on the next progress pass). When the

@@ -172,15 +172,34 @@ unsafe extern "C" fn start_v6(
 const PROXY_STEP_TYPE: u64 = 1 << EventKind::ProxyStep as u32;
 
 /// v5/v6 start: a ProxyStep, most starts, takes a short path (its descriptor read without
-/// decoding its type, and `capture::start` for that kind alone); the rest
-/// [`start_v6_general`], out of line so that the short path stays short (the calls are bound
-/// by their instruction count: BENCHMARKS.md §1, "Instructions per call").
+/// decoding its type, `capture::step_start_short` inline, no call) where the plugin is on
+/// with the counter clock (`guard::short_paths`), and [`step_start_general`] where that
+/// does not record it; the other kinds [`start_v6_general`]. Both out of line, so that the
+/// short path stays short (the calls are bound by their instruction count: BENCHMARKS.md §1,
+/// "Instructions per call").
 #[inline(always)]
 fn start_v6_style(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> NcclResult {
     // SAFETY: a non-NULL descriptor is valid for the duration of the call.
     if h.is_null() || d.is_null() || unsafe { (*d).type_ } != PROXY_STEP_TYPE {
         return start_v6_general(c, h, d);
     }
+    if let Some(p) = guard::short_paths() {
+        // SAFETY: as above; its type selects the ProxyStep arm.
+        let (parent, step) = unsafe { ((*d).parent_obj as u64, (*d).u.proxy_step.step as u32) };
+        let mut id = None;
+        guard::call(|| id = capture::step_start_short(p, c, parent, step));
+        if let Some(id) = id {
+            // SAFETY: NCCL passes a valid handle slot (written once, spec §3.0).
+            unsafe { *h = id as *mut c_void };
+            return NCCL_SUCCESS;
+        }
+    }
+    step_start_general(c, h, d)
+}
+
+/// A ProxyStep's start where its short path (`capture::step_start_short`) may not record it.
+#[inline(never)]
+fn step_start_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> NcclResult {
     // SAFETY: NCCL passes a valid handle slot (always written, spec §3.0).
     unsafe { *h = std::ptr::null_mut() };
     if !guard::enabled() {
@@ -218,10 +237,10 @@ unsafe extern "C" fn stop(h: *mut c_void) -> NcclResult {
 /// turns the plugin off), the entry point calls its general path.
 #[inline(always)]
 fn step_short_path(h: *mut c_void, f: impl FnOnce(&'static crate::Plugin) -> bool) -> bool {
-    if !handle::is_kind(h as u64, EventKind::ProxyStep) || !guard::short_paths() {
+    if !handle::is_kind(h as u64, EventKind::ProxyStep) {
         return false;
     }
-    let Some(p) = crate::plugin() else {
+    let Some(p) = guard::short_paths() else {
         return false;
     };
     let mut recorded = false;

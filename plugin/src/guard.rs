@@ -2,48 +2,54 @@
 //! plugin for the rest of the process (every entry point becomes a cheap no-op) and is logged
 //! once through NCCL's logger.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
+use crate::Plugin;
 use crate::abi::{NCCL_SUCCESS, NcclResult};
 
-/// Whether the entry points record: [`OFF`] once a panic was caught or in a forked child
-/// (all entry points return at once); [`ON`] (also before the first `init`, where they find
-/// no plugin state); or [`ON_SHORT`], on with the raw clock a counter read, where NCCL's most
-/// frequent calls take their short paths (a ProxyStep's states and stop:
-/// `capture::step_state`, `capture::step_stop`). One byte for both, so that a short path
-/// tests one.
-static STATE: AtomicU8 = AtomicU8::new(ON);
-const OFF: u8 = 0;
-const ON: u8 = 1;
-const ON_SHORT: u8 = 2;
+/// Whether the entry points record: false once a panic was caught or in a forked child (all
+/// entry points return at once); true otherwise, also before the first `init`, where they
+/// find no plugin state.
+static ON: AtomicBool = AtomicBool::new(true);
+/// The plugin, where NCCL's most frequent calls may take their short paths (a ProxyStep's
+/// start, states and stop: `capture::step_start_short`, `capture::step_state`,
+/// `capture::step_stop`): on, initialised, and the raw clock a counter read. NULL
+/// otherwise. One load tells a short path all three, where a flag and the plugin's
+/// pointer took two of its few instructions each (BENCHMARKS.md §1, "A step's start
+/// without a call").
+static SHORT_PATHS: AtomicPtr<Plugin> = AtomicPtr::new(std::ptr::null_mut());
 static LOGGED: AtomicBool = AtomicBool::new(false);
 
 #[inline(always)]
 pub fn enabled() -> bool {
-    STATE.load(Ordering::Relaxed) != OFF
+    ON.load(Ordering::Relaxed)
 }
 
-/// Enabled, and the raw clock is the counter (`clock::counter_in_use`): the short paths,
-/// which read the counter inline and make no call, may run.
+/// The plugin, where the short paths, which read the counter inline and make no call, may
+/// run: on, initialised, and the raw clock a counter read (`None` otherwise).
 #[inline(always)]
-pub fn short_paths() -> bool {
-    STATE.load(Ordering::Relaxed) == ON_SHORT
+pub fn short_paths() -> Option<&'static Plugin> {
+    let p = SHORT_PATHS.load(Ordering::Acquire);
+    // SAFETY: a non-null value is the installed plugin, a leaked Box that is never freed.
+    unsafe { p.as_ref() }
 }
 
-/// Turn the entry points on (`init`, once the clock source is chosen: it is chosen once per
-/// process, so the short paths' counter stays the raw clock).
-pub fn enable() {
-    let s = if crate::clock::counter_in_use() {
-        ON_SHORT
+/// Turn the entry points on for the installed plugin `p` (`init`, once the clock source is
+/// chosen: it is chosen once per process, so the short paths' counter stays the raw clock).
+pub fn enable(p: &'static Plugin) {
+    ON.store(true, Ordering::Relaxed);
+    let short = if crate::clock::counter_in_use() {
+        std::ptr::from_ref(p).cast_mut()
     } else {
-        ON
+        std::ptr::null_mut()
     };
-    STATE.store(s, Ordering::Relaxed);
+    SHORT_PATHS.store(short, Ordering::Release);
 }
 
 /// Turn the entry points off, without a log line (a forked child; a failed start).
 pub fn turn_off() {
-    STATE.store(OFF, Ordering::Relaxed);
+    SHORT_PATHS.store(std::ptr::null_mut(), Ordering::Relaxed);
+    ON.store(false, Ordering::Relaxed);
 }
 
 static LAST_PANIC: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());

@@ -115,7 +115,7 @@ fn create() -> Option<&'static Plugin> {
         // SAFETY: registering a plain extern "C" handler; no other preconditions.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     }
-    guard::enable();
+    guard::enable(p);
     match stream::spawn(p, cal) {
         Ok(tx) => {
             if !p.config.no_listen {

@@ -198,6 +198,15 @@ impl Ring {
         self.index
     }
 
+    /// The sequence number [`Ring::next_seq`] returns next, not taken (producer side): a
+    /// short path looks at the step's entry before it takes the number, and leaves the call
+    /// to the general path, having changed nothing, where it may not record it.
+    #[inline(always)]
+    pub fn coming_seq(&self) -> u64 {
+        // SAFETY: only the owning thread calls this while the ring is OWNED.
+        unsafe { *self.seq.get() + 1 }
+    }
+
     /// Next sequence number for an event id (producer side).
     #[inline(always)]
     pub fn next_seq(&self) -> u64 {

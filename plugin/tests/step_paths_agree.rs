@@ -1,12 +1,14 @@
-//! A ProxyStep's states and stop take short paths only where the raw clock is the counter
-//! (`guard::short_paths`); with `NCCLPROF_CLOCK=monotonic` every call goes the general way.
-//! The same calls through the real `.so`, once each way, in a process of its own each (the
-//! plugin reads its environment once), must give the same records: a plain send and receive,
-//! fields too large for one whole record (step number, bytes, SendPeerWait count), announced
-//! steps, an entry taken by newer steps, a state from another thread, NULL args, states a step
-//! does not have, a step without a parent, bursts across ring wraps and growth, a double stop
-//! and a handle no ring issued; then a burst that fills the ring, where each record that
-//! arrives must be right and every other one counted lost.
+//! A ProxyStep's start, states and stop take short paths only where the raw clock is the
+//! counter (`guard::short_paths`); with `NCCLPROF_CLOCK=monotonic` every call goes the
+//! general way. The same calls through the real `.so`, once each way, in a process of its own
+//! each (the plugin reads its environment once), must give the same records: a plain send
+//! and receive, fields too large for one whole record (step number, bytes, SendPeerWait
+//! count), announced steps, an entry taken by newer steps, a state from another thread, NULL
+//! args, states a step does not have, a step without a parent, a restart and a step number
+//! started again after its stop, a step started on another thread than its op's, bursts
+//! across ring wraps and growth, a double stop and a handle no ring issued; then a burst that
+//! fills the ring, where each record that arrives must be right and every other one counted
+//! lost.
 
 mod common;
 
@@ -191,7 +193,31 @@ fn scenario_in_a_process_of_its_own() {
     // M: a step with no parent.
     let m = step(H(0), 10);
     send(m, 1010, 1);
-    det.extend([a, n, b, c, dd, e, e2, f, g, h, i_, m].map(|x| x.0 as u64));
+    // R: a restart (spec §4.6): a step started again before it recorded anything, whose
+    // first start is forgotten; then a step number its op starts again after its stop.
+    let _abandoned = step(recv_op, 13);
+    let r = step(recv_op, 13);
+    recv(r, 1313);
+    let r1 = step(send_op, 14);
+    send(r1, 1414, 1);
+    let r2 = step(send_op, 14);
+    send(r2, 1415, 1);
+    // S: a step started on another thread than its op's (a ring of its own).
+    let s = {
+        let (calls, op) = (calls, send_op.0);
+        std::thread::spawn(move || {
+            let mut d = descr(EventKind::ProxyStep, op as *mut c_void);
+            d.u.proxy_step.step = 15;
+            let s = calls.start(&mut d);
+            calls.state(s, state::PROXY_STEP_SEND_GPU_WAIT, Some(0));
+            calls.state(s, state::PROXY_STEP_SEND_WAIT, Some(1515));
+            calls.stop(s);
+            H(s as usize)
+        })
+        .join()
+        .unwrap()
+    };
+    det.extend([a, n, b, c, dd, e, e2, f, g, h, i_, m, r, r1, r2, s].map(|x| x.0 as u64));
     det.extend([net, net2].map(|x| x.0 as u64));
     det.extend(evictors.iter().map(|x| x.0 as u64));
 
