@@ -297,14 +297,17 @@ impl Phases {
                 std::ptr::read_volatile(&self.t[2]),
             ]
         };
-        // Offset + 1 from the start, 0 = not seen (a time is never before its step's start:
-        // one thread, one invariant clock).
+        // Offset + 1 from the start, 0 = not seen. A time 2^32 - 1 ticks or more after the
+        // start does not fit, nor one before it (never: one thread, one invariant clock),
+        // whose offset wraps to 2^64 - 2^32 or more (the start would be a counter within
+        // 2^32 ticks of 2^64, centuries away).
+        let start = self.start;
         let off = |x: u64| -> Option<u64> {
             if x == 0 {
                 return Some(0);
             }
-            let d = x.checked_sub(self.start)?.checked_add(1)?;
-            (d <= u64::from(u32::MAX)).then_some(d)
+            let d = x.wrapping_sub(start);
+            (d < u64::from(u32::MAX)).then_some(d + 1)
         };
         let (a, b, c) = (off(t[0])?, off(t[1])?, off(t[2])?);
         if self.arg > u64::from(u32::MAX) || self.retries > 0xFFFF || step > 0xFFFF {
