@@ -20,7 +20,7 @@ use crate::Plugin;
 use crate::clock::{counter, now_raw};
 use crate::handle;
 use crate::ring::{
-    OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, RF_RESTARTED, Raw, RecentStart, Ring,
+    self, OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, RF_RESTARTED, Raw, RecentStart, Ring,
     first_sweep_record,
 };
 use crate::step_phases::Phases;
@@ -145,6 +145,7 @@ fn step_start(p: &Plugin, ring: &Ring, seq: u64, raw: &mut Raw) {
 #[inline(always)]
 pub fn step_start_short(
     p: &'static Plugin,
+    rings: &'static [Ring],
     ctx: *mut c_void,
     parent: u64,
     step: u32,
@@ -157,7 +158,7 @@ pub fn step_start_short(
         return None; // RF_PARENT_NULL, and no restart check (`restarts_unannounced`)
     }
     let ci = p.contexts.index_of(ctx)?;
-    let ring = p.rings.mine_by_id(parent)?;
+    let ring = ring::mine_by_id(rings, parent)?;
     // The clock before the ring's loads, as in `step_stop`.
     let ts = counter();
     let seq = ring.coming_seq();
@@ -262,13 +263,13 @@ fn announce(p: &Plugin, ring: &Ring, ph: &mut Phases, now: u64) {
 /// does not hold: the caller then records it the general way ([`stop`]). No call, as
 /// [`step_state`]'s short path.
 #[inline(always)]
-pub fn step_stop(p: &'static Plugin, h: *mut c_void) -> bool {
+pub fn step_stop(rings: &'static [Ring], h: *mut c_void) -> bool {
     debug_assert!(
         crate::clock::counter_in_use(),
         "a short path without the counter"
     );
     let id = h as u64;
-    let Some(ring) = p.rings.mine_by_id(id) else {
+    let Some(ring) = ring::mine_by_id(rings, id) else {
         return false;
     };
     let seq = handle::seq_of(id);
@@ -380,7 +381,7 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
 /// it saves no register (BENCHMARKS.md §1, "Short paths without a call"). `arg`: the
 /// state-args word (0 for a NULL args pointer, as the general path reads it).
 #[inline(always)]
-pub fn step_state(p: &'static Plugin, h: *mut c_void, state: i32, arg: u64) -> bool {
+pub fn step_state(rings: &'static [Ring], h: *mut c_void, state: i32, arg: u64) -> bool {
     debug_assert!(
         crate::clock::counter_in_use(),
         "a short path without the counter"
@@ -395,7 +396,7 @@ pub fn step_state(p: &'static Plugin, h: *mut c_void, state: i32, arg: u64) -> b
     } else {
         0
     };
-    let Some(ring) = p.rings.mine_by_id(id) else {
+    let Some(ring) = ring::mine_by_id(rings, id) else {
         return false;
     };
     // SAFETY: `ring` is this thread's (`mine_by_id`), and no other entry reference is live.

@@ -12,6 +12,7 @@ use crate::abi::{
     InitV1, InitV4, InitV5, NCCL_SUCCESS, NcclLogger, NcclResult, ProfilerTable, SyncTable, rccl,
     v1, v2, v3, v4, v5, v6,
 };
+use crate::ring::Ring;
 use crate::{capture, descr, guard, handle, lifecycle};
 
 const NAME: *const c_char = c"ncclprof".as_ptr();
@@ -183,11 +184,13 @@ fn start_v6_style(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> Ncc
     if h.is_null() || d.is_null() || unsafe { (*d).type_ } != PROXY_STEP_TYPE {
         return start_v6_general(c, h, d);
     }
-    if let Some(p) = guard::short_paths() {
+    if let Some(rings) = guard::short_paths()
+        && let Some(p) = crate::plugin()
+    {
         // SAFETY: as above; its type selects the ProxyStep arm.
         let (parent, step) = unsafe { ((*d).parent_obj as u64, (*d).u.proxy_step.step as u32) };
         let mut id = None;
-        guard::call(|| id = capture::step_start_short(p, c, parent, step));
+        guard::call(|| id = capture::step_start_short(p, rings, c, parent, step));
         if let Some(id) = id {
             // SAFETY: NCCL passes a valid handle slot (written once, spec §3.0).
             unsafe { *h = id as *mut c_void };
@@ -225,7 +228,7 @@ fn start_v6_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> N
 /// A ProxyStep's stop, most stops, takes a short path (`capture::step_stop`), the rest
 /// [`stop_general`], out of line and called last, as `record_v4`'s.
 unsafe extern "C" fn stop(h: *mut c_void) -> NcclResult {
-    if step_short_path(h, |p| capture::step_stop(p, h)) {
+    if step_short_path(h, |rings| capture::step_stop(rings, h)) {
         return NCCL_SUCCESS;
     }
     stop_general(h)
@@ -236,15 +239,15 @@ unsafe extern "C" fn stop(h: *mut c_void) -> NcclResult {
 /// recorded the call; where not (false, having changed nothing, or a caught panic, which
 /// turns the plugin off), the entry point calls its general path.
 #[inline(always)]
-fn step_short_path(h: *mut c_void, f: impl FnOnce(&'static crate::Plugin) -> bool) -> bool {
+fn step_short_path(h: *mut c_void, f: impl FnOnce(&'static [Ring]) -> bool) -> bool {
     if !handle::is_kind(h as u64, EventKind::ProxyStep) {
         return false;
     }
-    let Some(p) = guard::short_paths() else {
+    let Some(rings) = guard::short_paths() else {
         return false;
     };
     let mut recorded = false;
-    guard::call(|| recorded = f(p));
+    guard::call(|| recorded = f(rings));
     recorded
 }
 
@@ -285,7 +288,7 @@ fn record_with(
 /// [`record_v4_general`], out of line and called last, so that the short path stays short
 /// and makes no call (BENCHMARKS.md §1, "Short paths without a call").
 unsafe extern "C" fn record_v4(h: *mut c_void, state: c_int, a: *mut v4::StateArgs) -> NcclResult {
-    let short = step_short_path(h, |p| {
+    let short = step_short_path(h, |rings| {
         // A step's word is its first (`pTimer`, as `record_v4_general` reads it); a NULL
         // args pointer reads as 0 there too.
         let arg = if a.is_null() {
@@ -294,7 +297,7 @@ unsafe extern "C" fn record_v4(h: *mut c_void, state: c_int, a: *mut v4::StateAr
             // SAFETY: a non-NULL args pointer points to the core's args union for this call.
             unsafe { (*a).p_timer }
         };
-        capture::step_state(p, h, state, arg)
+        capture::step_state(rings, h, state, arg)
     });
     if short {
         return NCCL_SUCCESS;

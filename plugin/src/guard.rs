@@ -2,22 +2,26 @@
 //! plugin for the rest of the process (every entry point becomes a cheap no-op) and is logged
 //! once through NCCL's logger.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use crate::Plugin;
 use crate::abi::{NCCL_SUCCESS, NcclResult};
+use crate::ring::Ring;
 
 /// Whether the entry points record: false once a panic was caught or in a forked child (all
 /// entry points return at once); true otherwise, also before the first `init`, where they
 /// find no plugin state.
 static ON: AtomicBool = AtomicBool::new(true);
-/// The plugin, where NCCL's most frequent calls may take their short paths (a ProxyStep's
-/// start, states and stop: `capture::step_start_short`, `capture::step_state`,
-/// `capture::step_stop`): on, initialised, and the raw clock a counter read. NULL
-/// otherwise. One load tells a short path all three, where a flag and the plugin's
-/// pointer took two of its few instructions each (BENCHMARKS.md §1, "A step's start
-/// without a call").
-static SHORT_PATHS: AtomicPtr<Plugin> = AtomicPtr::new(std::ptr::null_mut());
+/// The installed plugin's capture rings (their first), where NCCL's most frequent calls may
+/// take their short paths (a ProxyStep's start, states and stop:
+/// `capture::step_start_short`, `capture::step_state`, `capture::step_stop`): on,
+/// initialised, and the raw clock a counter read. NULL otherwise. One load tells a short
+/// path all three, and it is the rings' address itself, not the plugin's: the short path's
+/// chain of dependent loads to its step's phases entry is one load shorter
+/// (BENCHMARKS.md §1, "A step's start without a call").
+static SHORT_RINGS: AtomicPtr<Ring> = AtomicPtr::new(std::ptr::null_mut());
+/// How many rings [`SHORT_RINGS`] has (stored before it).
+static SHORT_RING_COUNT: AtomicUsize = AtomicUsize::new(0);
 static LOGGED: AtomicBool = AtomicBool::new(false);
 
 #[inline(always)]
@@ -25,30 +29,38 @@ pub fn enabled() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// The plugin, where the short paths, which read the counter inline and make no call, may
-/// run: on, initialised, and the raw clock a counter read (`None` otherwise).
+/// The installed plugin's capture rings, where the short paths, which read the counter
+/// inline and make no call, may run: on, initialised, and the raw clock a counter read
+/// (`None` otherwise).
 #[inline(always)]
-pub fn short_paths() -> Option<&'static Plugin> {
-    let p = SHORT_PATHS.load(Ordering::Acquire);
-    // SAFETY: a non-null value is the installed plugin, a leaked Box that is never freed.
-    unsafe { p.as_ref() }
+pub fn short_paths() -> Option<&'static [Ring]> {
+    let first = SHORT_RINGS.load(Ordering::Acquire);
+    if first.is_null() {
+        return None;
+    }
+    let count = SHORT_RING_COUNT.load(Ordering::Relaxed);
+    // SAFETY: a non-null value is the first of the installed plugin's `count` rings (stored
+    // before it, and seen here through the acquire), which live in a leaked Box, never freed.
+    Some(unsafe { std::slice::from_raw_parts(first, count) })
 }
 
 /// Turn the entry points on for the installed plugin `p` (`init`, once the clock source is
 /// chosen: it is chosen once per process, so the short paths' counter stays the raw clock).
 pub fn enable(p: &'static Plugin) {
     ON.store(true, Ordering::Relaxed);
-    let short = if crate::clock::counter_in_use() {
-        std::ptr::from_ref(p).cast_mut()
+    let rings = p.rings.rings();
+    let first = if crate::clock::counter_in_use() {
+        rings.as_ptr().cast_mut()
     } else {
         std::ptr::null_mut()
     };
-    SHORT_PATHS.store(short, Ordering::Release);
+    SHORT_RING_COUNT.store(rings.len(), Ordering::Relaxed);
+    SHORT_RINGS.store(first, Ordering::Release);
 }
 
 /// Turn the entry points off, without a log line (a forked child; a failed start).
 pub fn turn_off() {
-    SHORT_PATHS.store(std::ptr::null_mut(), Ordering::Relaxed);
+    SHORT_RINGS.store(std::ptr::null_mut(), Ordering::Relaxed);
     ON.store(false, Ordering::Relaxed);
 }
 

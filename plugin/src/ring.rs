@@ -1027,15 +1027,7 @@ impl RingPool {
     /// it returns has `index() == handle::ring_of(id)`.
     #[inline(always)]
     pub fn mine_by_id(&'static self, id: u64) -> Option<&'static Ring> {
-        let tp = thread_pointer();
-        // (Never 0 where it is known: the test is compiled out there.)
-        if (TP_KNOWN || tp != 0)
-            && let Some(r) = self.rings.get(handle::ring_of(id) as usize)
-            && r.owner.load(Ordering::Relaxed) == tp
-        {
-            return Some(r);
-        }
-        None
+        mine_by_id(&self.rings, id)
     }
 
     #[cold]
@@ -1116,6 +1108,21 @@ pub struct PlainSlot {
 /// How many records ahead of the one just written `push` prefetches a slot: 8, 16 and 32
 /// measured alike on a Xeon, 4 gave half the gain (BENCHMARKS.md §1, "An Intel host").
 const PREFETCH_AHEAD: u64 = 16;
+
+/// [`RingPool::mine_by_id`] in a pool's `rings`, as the short paths find them
+/// (`guard::short_paths`): the ring that issued `id`, if the calling thread owns it.
+#[inline(always)]
+pub fn mine_by_id(rings: &'static [Ring], id: u64) -> Option<&'static Ring> {
+    let tp = thread_pointer();
+    // (Never 0 where it is known: the test is compiled out there.)
+    if (TP_KNOWN || tp != 0)
+        && let Some(r) = rings.get(handle::ring_of(id) as usize)
+        && r.owner.load(Ordering::Relaxed) == tp
+    {
+        return Some(r);
+    }
+    None
+}
 
 /// Whether [`thread_pointer`] reads the thread pointer here, a live thread's, never 0.
 const TP_KNOWN: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
