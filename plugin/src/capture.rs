@@ -405,17 +405,18 @@ pub fn step_state(rings: &'static [Ring], h: *mut c_void, state: i32, arg: u64) 
         return false;
     }
     // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
-    ph.record_timed(state, arg, t, counter);
-    publish_step_state(ring, ph, id, state);
+    if ph.record_timed(state, arg, t, counter) {
+        publish_step_state(ring, ph, id, state);
+    }
     true
 }
 
 /// For the drain, should step `id` (held in `ph` on this thread's `ring`) stay open (hung):
-/// the state it recorded last, what it waits on.
+/// the state it recorded last, what it waits on. Only a state a step has (`Phases::record_timed`
+/// said so, a value below 256): one it does not have, ignored, leaves the last one shown.
 #[inline(always)]
 fn publish_step_state(ring: &Ring, ph: &Phases, id: u64, state: i32) {
-    let s = state.clamp(0, 255) as u8;
-    ring.publish_keyed(handle::seq_of(id), ph.key, s);
+    ring.publish_keyed(handle::seq_of(id), ph.key, state as u8);
 }
 
 /// Record a state. `kind`: the handle's (`handle::kind_of`, which the shim decoded to read
@@ -455,8 +456,9 @@ pub fn state(
         && let Some(ph) = phases_held(ring, id)
     {
         // A repeat that only counts (a retried send's SendPeerWait) reads no clock.
-        ph.record_now(state, a0, now_raw);
-        publish_step_state(ring, ph, id, state);
+        if ph.record_now(state, a0, now_raw) {
+            publish_step_state(ring, ph, id, state);
+        }
         return;
     }
     ring.push(&Raw {

@@ -124,22 +124,31 @@ impl Phases {
     /// [`Phases::record`] with the time read by `now` where the state uses it (exactly where
     /// [`Phases::needs_time`] says so), in one dispatch on the state: NCCL's thread asking
     /// `needs_time` first and then recording made two (`capture::state`).
+    /// Whether the state is one a step has (see [`Phases::record_timed`]).
     #[inline(always)]
-    pub fn record_now(&mut self, state: i32, arg: u64, mut now: impl FnMut() -> u64) {
+    pub fn record_now(&mut self, state: i32, arg: u64, mut now: impl FnMut() -> u64) -> bool {
         let t = if Self::always_needs_time(state) {
             now()
         } else {
             0
         };
-        self.record_timed(state, arg, t, now);
+        self.record_timed(state, arg, t, now)
     }
 
     /// [`Phases::record_now`] where the caller has read the clock, into `t`, if the state is
     /// one [`Phases::always_needs_time`] names (those take `t`; the others read `now` where
     /// they use it, and ignore `t`). NCCL's thread reads it before it looks at the entry
-    /// (`capture::step_state`).
+    /// (`capture::step_state`). Whether the state is one a step has (false: ignored), which
+    /// NCCL's thread then publishes for the drain (`capture::publish_step_state`), a value
+    /// below 256.
     #[inline(always)]
-    pub fn record_timed(&mut self, state: i32, arg: u64, t: u64, now: impl FnOnce() -> u64) {
+    pub fn record_timed(
+        &mut self,
+        state: i32,
+        arg: u64,
+        t: u64,
+        now: impl FnOnce() -> u64,
+    ) -> bool {
         match state as u32 {
             st::PROXY_STEP_SEND_GPU_WAIT => {
                 self.seen |= SEEN_SEND_GPU_WAIT;
@@ -179,8 +188,9 @@ impl Phases {
                 self.seen |= SEEN_RECV_GPU_WAIT;
                 self.t[2] = t;
             }
-            _ => {}
+            _ => return false,
         }
+        true
     }
 
     /// Whether [`Phases::record`] would use the time of `state`: the first SendGPUWait,

@@ -3,7 +3,8 @@
 //! those cases: a receive step NCCL restarts (the abandoned handle never reaches the viewer,
 //! the new one is flagged), a NetPlugin event under an open step, on the step's thread and on
 //! a helper thread (linked to it), and a step that stays open (the in-flight summary says
-//! where its collective waits). Nothing is counted lost.
+//! where its collective waits, a state a step does not have left out). Nothing is counted
+//! lost.
 
 mod common;
 
@@ -81,9 +82,11 @@ fn restarted_steps_net_plugin_children_and_hung_steps() {
     rec(helper_parent, state::PROXY_STEP_RECV_GPU_WAIT, 0);
     stop(helper_parent);
 
-    // A step that stays open: its collective is in flight, waiting on it.
+    // A step that stays open: its collective is in flight, waiting on it. A state a step
+    // does not have, ignored, leaves the one before it shown.
     let hung = step(2);
     rec(hung, state::PROXY_STEP_RECV_WAIT, 0);
+    rec(hung, 99, 0);
     let waits = || {
         viewer.frames.lock().unwrap().iter().any(|f| match f {
             Frame::InFlight(i) => i.ops.iter().any(|o| {
