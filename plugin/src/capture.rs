@@ -140,8 +140,8 @@ fn step_start(p: &Plugin, ring: &Ring, seq: u64, raw: &mut Raw) {
 /// no start of the same op and step number (which this start may restart: spec §4.6).
 /// Returns its id, as [`start`] would record it; `None`, having changed nothing, where any
 /// of that does not hold: the caller then records it the general way ([`start`]). No call,
-/// as [`step_state`]'s short path, so that the entry point saves no register and its panic
-/// guard costs nothing (BENCHMARKS.md §1, "A step's start without a call").
+/// as [`step_state`]'s short path, so that it can be inlined into the entry point and the
+/// panic guard around it costs nothing (BENCHMARKS.md §1, "A step's start without a call").
 #[inline(always)]
 pub fn step_start_short(
     p: &'static Plugin,

@@ -197,23 +197,28 @@ fn start_v6_style(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> Ncc
             return NCCL_SUCCESS;
         }
     }
-    step_start_general(c, h, d)
+    // SAFETY: `h` and `d` are non-NULL, NCCL's, and `d`'s type is a ProxyStep (checked above).
+    unsafe { step_start_general(c, h, d) }
 }
 
 /// A ProxyStep's start where its short path (`capture::step_start_short`) may not record it.
+///
+/// # Safety
+/// `h` must be NCCL's handle slot and `d` its descriptor for this call (both non-NULL), with
+/// `d`'s type a ProxyStep: [`start_v6_style`] checks all three.
 #[inline(never)]
-fn step_start_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> NcclResult {
-    // SAFETY: NCCL passes a valid handle slot (always written, spec §3.0).
+unsafe fn step_start_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> NcclResult {
+    // SAFETY: a valid handle slot (contract; always written, spec §3.0).
     unsafe { *h = std::ptr::null_mut() };
     if !guard::enabled() {
         return NCCL_SUCCESS;
     }
     guard::call(|| {
         let Some(p) = crate::plugin() else { return };
-        // SAFETY: as above; its type selects the ProxyStep arm.
+        // SAFETY: a valid descriptor whose type selects the ProxyStep arm (contract).
         let raw = descr::step_v6(unsafe { &*d });
         let id = capture::start(p, c, EventKind::ProxyStep, raw);
-        // SAFETY: as above.
+        // SAFETY: a valid handle slot (contract).
         unsafe { *h = id };
     })
 }

@@ -714,7 +714,29 @@ mod tests {
         let mut ph = Phases::default();
         for s in [0, 1, 7, 13, 19, 21, 255, -5, 1 << 20] {
             ph.record(s, 5, 6);
+            assert!(
+                !ph.record_timed(s, 6, 5, || 5),
+                "{s}: not a step's, so not published"
+            );
         }
         assert_eq!(ph, Phases::default());
+    }
+
+    /// Exactly a step's six states say they are one (and are published, as a byte: each is
+    /// below 256).
+    #[test]
+    fn a_steps_states_say_so() {
+        for s in [
+            st::PROXY_STEP_SEND_GPU_WAIT,
+            st::PROXY_STEP_SEND_PEER_WAIT,
+            st::PROXY_STEP_SEND_WAIT,
+            st::PROXY_STEP_RECV_WAIT,
+            st::PROXY_STEP_RECV_FLUSH_WAIT,
+            st::PROXY_STEP_RECV_GPU_WAIT,
+        ] {
+            assert!(s < 256);
+            let mut ph = Phases::default();
+            assert!(ph.record_timed(s as i32, 6, 5, || 5), "{s}");
+        }
     }
 }

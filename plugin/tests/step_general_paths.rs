@@ -1,8 +1,9 @@
 //! With `NCCLPROF_CLOCK=monotonic` the raw clock is `clock_gettime`'s, a call, so a
-//! ProxyStep's states and stops never take their short paths (`guard::short_paths`, which
-//! read the counter inline): every call goes the general way. Through the real `.so`, the
+//! ProxyStep's start, states and stop never take their short paths (`guard::short_paths`,
+//! which read the counter inline): every call goes the general way. Through the real `.so`, the
 //! steps a job records most, a send and a receive, must give the same whole records there as
-//! the short paths give (`whole_steps`, `step_phases`), with nothing counted lost.
+//! the short paths give (`whole_steps`, `step_phases`), with nothing counted lost; and a step
+//! left open shows in the in-flight summary the last state a step has.
 
 mod common;
 
@@ -62,6 +63,25 @@ fn steps_recorded_the_general_way_give_the_short_paths_records() {
     calls.state(recv, state::PROXY_STEP_RECV_GPU_WAIT, Some(0));
     pause();
     calls.stop(recv);
+    // A receive step that stays open, its collective in flight waiting on it: a state a step
+    // does not have, ignored, leaves the one before it shown (as on the short path).
+    let hung = step(recv_op, 1);
+    calls.state(hung, state::PROXY_STEP_RECV_WAIT, Some(0));
+    calls.state(hung, 99, Some(0));
+    let shown = || viewer.oldest_step_states(coll, 1);
+    assert!(
+        wait_for(Duration::from_secs(10), || shown()
+            .contains(&(state::PROXY_STEP_RECV_WAIT as u8))),
+        "the in-flight summary shows the open step"
+    );
+    assert!(
+        !shown().contains(&99),
+        "never the state it does not have: {:?}",
+        shown()
+    );
+    calls.state(hung, state::PROXY_STEP_RECV_FLUSH_WAIT, Some(1));
+    calls.state(hung, state::PROXY_STEP_RECV_GPU_WAIT, Some(0));
+    calls.stop(hung);
     calls.stop(send_op);
     calls.stop(recv_op);
     calls.stop(coll);

@@ -4,11 +4,11 @@
 //! each (the plugin reads its environment once), must give the same records: a plain send
 //! and receive, fields too large for one whole record (step number, bytes, SendPeerWait
 //! count), announced steps, an entry taken by newer steps, a state from another thread, NULL
-//! args, states a step does not have, a step without a parent, a restart and a step number
-//! started again after its stop, a step started on another thread than its op's, bursts
-//! across ring wraps and growth, a double stop and a handle no ring issued; then a burst that
-//! fills the ring, where each record that arrives must be right and every other one counted
-//! lost.
+//! args, states a step does not have, a step without a parent, a restart (its abandoned
+//! handle no event) and a step number started again after its stop, a step started on another
+//! thread than its op's, a step under a context not ours, bursts across ring wraps and
+//! growth, a double stop and a handle no ring issued; then a burst that fills the ring, where
+//! each record that arrives must be right and every other one counted lost.
 
 mod common;
 
@@ -195,7 +195,7 @@ fn scenario_in_a_process_of_its_own() {
     send(m, 1010, 1);
     // R: a restart (spec §4.6): a step started again before it recorded anything, whose
     // first start is forgotten; then a step number its op starts again after its stop.
-    let _abandoned = step(recv_op, 13);
+    let abandoned = step(recv_op, 13);
     let r = step(recv_op, 13);
     recv(r, 1313);
     let r1 = step(send_op, 14);
@@ -217,7 +217,20 @@ fn scenario_in_a_process_of_its_own() {
         .join()
         .unwrap()
     };
-    det.extend([a, n, b, c, dd, e, e2, f, g, h, i_, m, r, r1, r2, s].map(|x| x.0 as u64));
+    // P: a step under a context not ours (a PXN peer's, spec §4.11): recorded with no
+    // context, and never by the short path, which takes only ours.
+    let foreign = {
+        let mut d = descr(EventKind::ProxyStep, send_op.0 as *mut c_void);
+        d.u.proxy_step.step = 16;
+        let mut h: *mut c_void = std::ptr::null_mut();
+        let not_ours = 0x5a5a_5000usize as *mut c_void;
+        // SAFETY: a valid handle slot and descriptor; the context is never dereferenced.
+        unsafe { (session.t.start_event)(not_ours, &mut h, &mut d) };
+        assert!(!h.is_null(), "{name}: a foreign context's step is recorded");
+        H(h as usize)
+    };
+    send(foreign, 1616, 1);
+    det.extend([a, n, b, c, dd, e, e2, f, g, h, i_, m, r, r1, r2, s, foreign].map(|x| x.0 as u64));
     det.extend([net, net2].map(|x| x.0 as u64));
     det.extend(evictors.iter().map(|x| x.0 as u64));
 
@@ -259,6 +272,10 @@ fn scenario_in_a_process_of_its_own() {
         "{name}: the deterministic steps reach the viewer"
     );
     let c1 = viewer.settled_counters();
+    assert!(
+        !by_id().contains_key(&(abandoned.0 as u64)),
+        "{name}: the abandoned handle is no event"
+    );
 
     // A burst that fills the ring (drops counted): each record that arrives must be right.
     let mut burst_ids = Vec::new();

@@ -15,7 +15,7 @@ use common::*;
 use nccl_profiler_ncclprof::abi::v6;
 use ncclprof_shared::kind::{EventKind, state};
 use ncclprof_shared::record::*;
-use ncclprof_shared::wire::{DropReason, Frame};
+use ncclprof_shared::wire::DropReason;
 
 #[test]
 fn restarted_steps_net_plugin_children_and_hung_steps() {
@@ -87,20 +87,16 @@ fn restarted_steps_net_plugin_children_and_hung_steps() {
     let hung = step(2);
     rec(hung, state::PROXY_STEP_RECV_WAIT, 0);
     rec(hung, 99, 0);
-    let waits = || {
-        viewer.frames.lock().unwrap().iter().any(|f| match f {
-            Frame::InFlight(i) => i.ops.iter().any(|o| {
-                o.id == coll
-                    && o.oldest_step.is_some_and(|s| {
-                        s.step == 2 && s.state == state::PROXY_STEP_RECV_WAIT as u8
-                    })
-            }),
-            _ => false,
-        })
-    };
+    let shown = || viewer.oldest_step_states(coll, 2);
     assert!(
-        wait_for(Duration::from_secs(10), waits),
+        wait_for(Duration::from_secs(10), || shown()
+            .contains(&(state::PROXY_STEP_RECV_WAIT as u8))),
         "the in-flight summary shows the open step"
+    );
+    assert!(
+        !shown().contains(&99),
+        "never the state it does not have: {:?}",
+        shown()
     );
     received(hung, 300);
     stop(op);

@@ -176,6 +176,23 @@ impl TestViewer {
         self.last_counters().unwrap()
     }
 
+    /// The states the in-flight summaries so far showed for collective `coll`'s oldest open
+    /// step, where that step is step number `step`, in the order they came.
+    #[allow(dead_code)] // not every test binary uses every helper
+    pub fn oldest_step_states(&self, coll: u64, step: u32) -> Vec<u8> {
+        let frames = self.frames.lock().unwrap();
+        let ops = frames.iter().filter_map(|f| match f {
+            Frame::InFlight(i) => Some(&i.ops),
+            _ => None,
+        });
+        ops.flatten()
+            .filter(|o| o.id == coll)
+            .filter_map(|o| o.oldest_step.as_ref())
+            .filter(|s| s.step == step)
+            .map(|s| s.state)
+            .collect()
+    }
+
     pub fn strings(&self) -> std::collections::HashMap<u16, String> {
         self.frames
             .lock()
