@@ -150,10 +150,6 @@ pub fn step_start_short(
     parent: u64,
     step: u32,
 ) -> Option<u64> {
-    debug_assert!(
-        crate::clock::counter_in_use(),
-        "a short path without the counter"
-    );
     if parent == 0 {
         return None; // RF_PARENT_NULL, and no restart check (`restarts_unannounced`)
     }
@@ -264,10 +260,6 @@ fn announce(p: &Plugin, ring: &Ring, ph: &mut Phases, now: u64) {
 /// [`step_state`]'s short path.
 #[inline(always)]
 pub fn step_stop(rings: &'static [Ring], h: *mut c_void) -> bool {
-    debug_assert!(
-        crate::clock::counter_in_use(),
-        "a short path without the counter"
-    );
     let id = h as u64;
     let Some(ring) = ring::mine_by_id(rings, id) else {
         return false;
@@ -382,10 +374,6 @@ pub fn stop(p: &'static Plugin, h: *mut c_void) {
 /// state-args word (0 for a NULL args pointer, as the general path reads it).
 #[inline(always)]
 pub fn step_state(rings: &'static [Ring], h: *mut c_void, state: i32, arg: u64) -> bool {
-    debug_assert!(
-        crate::clock::counter_in_use(),
-        "a short path without the counter"
-    );
     let id = h as u64;
     // A state that always takes a time reads the clock before the step's entry: the counter
     // read then overlaps the entry's load (with a proxy thread's many steps open, seldom an

@@ -38,6 +38,10 @@ pub fn short_paths() -> Option<&'static [Ring]> {
     if first.is_null() {
         return None;
     }
+    debug_assert!(
+        crate::clock::counter_in_use(),
+        "short paths without the counter"
+    );
     let count = SHORT_RING_COUNT.load(Ordering::Relaxed);
     // SAFETY: a non-null value is the first of the installed plugin's `count` rings (stored
     // before it, and seen here through the acquire), which live in a leaked Box, never freed.

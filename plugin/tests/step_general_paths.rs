@@ -68,17 +68,7 @@ fn steps_recorded_the_general_way_give_the_short_paths_records() {
     let hung = step(recv_op, 1);
     calls.state(hung, state::PROXY_STEP_RECV_WAIT, Some(0));
     calls.state(hung, 99, Some(0));
-    let shown = || viewer.oldest_step_states(coll, 1);
-    assert!(
-        wait_for(Duration::from_secs(10), || shown()
-            .contains(&(state::PROXY_STEP_RECV_WAIT as u8))),
-        "the in-flight summary shows the open step"
-    );
-    assert!(
-        !shown().contains(&99),
-        "never the state it does not have: {:?}",
-        shown()
-    );
+    viewer.assert_open_step_shown(coll, 1, state::PROXY_STEP_RECV_WAIT as u8, 99);
     calls.state(hung, state::PROXY_STEP_RECV_FLUSH_WAIT, Some(1));
     calls.state(hung, state::PROXY_STEP_RECV_GPU_WAIT, Some(0));
     calls.stop(hung);

@@ -87,17 +87,7 @@ fn restarted_steps_net_plugin_children_and_hung_steps() {
     let hung = step(2);
     rec(hung, state::PROXY_STEP_RECV_WAIT, 0);
     rec(hung, 99, 0);
-    let shown = || viewer.oldest_step_states(coll, 2);
-    assert!(
-        wait_for(Duration::from_secs(10), || shown()
-            .contains(&(state::PROXY_STEP_RECV_WAIT as u8))),
-        "the in-flight summary shows the open step"
-    );
-    assert!(
-        !shown().contains(&99),
-        "never the state it does not have: {:?}",
-        shown()
-    );
+    viewer.assert_open_step_shown(coll, 2, state::PROXY_STEP_RECV_WAIT as u8, 99);
     received(hung, 300);
     stop(op);
     stop(coll);

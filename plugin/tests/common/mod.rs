@@ -193,6 +193,22 @@ impl TestViewer {
             .collect()
     }
 
+    /// Wait until an in-flight summary shows collective `coll`'s oldest open step, step
+    /// number `step`, waiting in `state`, and check that none ever showed it in `never`.
+    #[allow(dead_code)] // not every test binary uses every helper
+    pub fn assert_open_step_shown(&self, coll: u64, step: u32, state: u8, never: u8) {
+        let shown = || self.oldest_step_states(coll, step);
+        assert!(
+            wait_for(Duration::from_secs(10), || shown().contains(&state)),
+            "the in-flight summary shows the open step"
+        );
+        assert!(
+            !shown().contains(&never),
+            "never the state it does not have: {:?}",
+            shown()
+        );
+    }
+
     pub fn strings(&self) -> std::collections::HashMap<u16, String> {
         self.frames
             .lock()
