@@ -277,13 +277,14 @@ pub fn step_stop(rings: &'static [Ring], h: *mut c_void) -> bool {
         return false;
     };
     let (parent, step, ctx) = ring.step_fields(seq);
-    let Some(whole) = ph.to_whole(ts, parent, step, ctx) else {
+    // SAFETY: the slot is the producer's until published.
+    if !unsafe { ph.write_whole(ring.slot_ptr(&slot), ts, parent, step, ctx) } {
         return false;
-    };
+    }
     // Closed before the push, which publishes it (as in `step_stopped`).
     ring.close_step(seq);
     ph.id = 0; // free the entry
-    ring.push_at(slot, &whole);
+    ring.publish_at(slot);
     true
 }
 

@@ -3,6 +3,13 @@
 //!
 //! Each shim translates its version's layout (`descr`) and hands a version-neutral record to
 //! `capture`; every body runs inside `guard::call`, so no panic reaches NCCL.
+//!
+//! The general paths that the short ones call last (`stop_general`, `record_v4_general`, …)
+//! are `extern "C"`, which cannot unwind (an unwind aborts in the function itself; none
+//! gets that far, `guard::call`). To the compiler a Rust function may unwind, and an entry
+//! point, which must not, called it through an aborting landing pad, and that call made the
+//! entry point save registers on its short path too (a step's state saved one it did not
+//! use; BENCHMARKS.md §1, "Fewer instructions around the short paths").
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -207,7 +214,11 @@ fn start_v6_style(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> Ncc
 /// `h` must be NCCL's handle slot and `d` its descriptor for this call (both non-NULL), with
 /// `d`'s type a ProxyStep: [`start_v6_style`] checks all three.
 #[inline(never)]
-unsafe fn step_start_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> NcclResult {
+unsafe extern "C" fn step_start_general(
+    c: *mut c_void,
+    h: *mut *mut c_void,
+    d: *mut v6::Descr,
+) -> NcclResult {
     // SAFETY: a valid handle slot (contract; always written, spec §3.0).
     unsafe { *h = std::ptr::null_mut() };
     if !guard::enabled() {
@@ -224,7 +235,11 @@ unsafe fn step_start_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::De
 }
 
 #[inline(never)]
-fn start_v6_general(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> NcclResult {
+extern "C" fn start_v6_general(
+    c: *mut c_void,
+    h: *mut *mut c_void,
+    d: *mut v6::Descr,
+) -> NcclResult {
     start_with(c, h, d, descr::read_v6)
 }
 
@@ -257,7 +272,7 @@ fn step_short_path(h: *mut c_void, f: impl FnOnce(&'static [Ring]) -> bool) -> b
 }
 
 #[inline(never)]
-fn stop_general(h: *mut c_void) -> NcclResult {
+extern "C" fn stop_general(h: *mut c_void) -> NcclResult {
     if h.is_null() || !guard::enabled() {
         return NCCL_SUCCESS;
     }
@@ -311,7 +326,7 @@ unsafe extern "C" fn record_v4(h: *mut c_void, state: c_int, a: *mut v4::StateAr
 }
 
 #[inline(never)]
-fn record_v4_general(h: *mut c_void, state: c_int, a: *mut v4::StateArgs) -> NcclResult {
+extern "C" fn record_v4_general(h: *mut c_void, state: c_int, a: *mut v4::StateArgs) -> NcclResult {
     record_with(h, state, |kind| {
         if a.is_null() {
             return None;

@@ -466,12 +466,26 @@ impl Ring {
     /// [`Ring::push`] past its checks) and publish it. Producer side only.
     #[inline(always)]
     pub fn push_at(&self, slot: PlainSlot, rec: &Raw) {
-        let PlainSlot { head, mask } = slot;
-        self.debug_check_marked(head, rec);
+        self.debug_check_marked(slot.head, rec);
         // SAFETY: the slot at `head & mask` is not visible to the consumer until the release
         // store below, and the consumer has released it (tail passed it; see `Producer` for
         // the slots just after a growth).
-        unsafe { self.slots.add((head & mask) as usize).write(*rec) };
+        unsafe { self.slot_ptr(&slot).write(*rec) };
+        self.publish_at(slot);
+    }
+
+    /// Where `slot` (from [`Ring::plain_slot`], no push since) lies: the producer may write it
+    /// as it likes until [`Ring::publish_at`] (the consumer does not read it before), and
+    /// leave it unpublished (the next push writes it again).
+    #[inline(always)]
+    pub fn slot_ptr(&self, slot: &PlainSlot) -> *mut Raw {
+        self.slots.wrapping_add((slot.head & slot.mask) as usize)
+    }
+
+    /// Publish the record written at [`Ring::slot_ptr`] of `slot`. Producer side only.
+    #[inline(always)]
+    pub fn publish_at(&self, slot: PlainSlot) {
+        let PlainSlot { head, mask } = slot;
         self.head.0.store(head.wrapping_add(1), Ordering::Release);
         // The slot a later push will write, fetched now: in a burst of calls each record is a
         // cache line the ring last held a wrap ago, which the drain's core has read since, and

@@ -298,15 +298,33 @@ impl Phases {
     /// goes as a start and a stop record, as an announced one does.
     #[inline(always)]
     pub fn to_whole(&self, ts: u64, parent: u64, step: u32, ctx: u32) -> Option<Raw> {
-        // (Volatile reads, one by one: see `to_raw`.)
-        // SAFETY: reads of this entry's own fields.
-        let t = unsafe {
-            [
-                std::ptr::read_volatile(&self.t[0]),
-                std::ptr::read_volatile(&self.t[1]),
-                std::ptr::read_volatile(&self.t[2]),
-            ]
-        };
+        let mut whole = std::mem::MaybeUninit::<Raw>::uninit();
+        // SAFETY: a local's storage; where `write_whole` says the step fits it wrote every
+        // field of the record (a `Raw` has no padding).
+        unsafe {
+            self.write_whole(whole.as_mut_ptr(), ts, parent, step, ctx)
+                .then(|| whole.assume_init())
+        }
+    }
+
+    /// [`Phases::to_whole`]'s record written at `out`, each field as soon as it is known
+    /// (NCCL's thread writes it straight into its ring slot, `capture::step_stop`: building
+    /// the record first held every field in a register at once, and the short path spilled
+    /// five to the stack and read them back; BENCHMARKS.md §1, "Fewer instructions around
+    /// the short paths"). Whether the step fits one record; where not, `out` is partly
+    /// written.
+    ///
+    /// # Safety
+    /// `out` must be valid for writes of a `Raw`, and nothing may read it meanwhile.
+    #[inline(always)]
+    pub unsafe fn write_whole(
+        &self,
+        out: *mut Raw,
+        ts: u64,
+        parent: u64,
+        step: u32,
+        ctx: u32,
+    ) -> bool {
         // Offset + 1 from the start, 0 = not seen. A time 2^32 - 1 ticks or more after the
         // start does not fit, nor one before it (never: one thread, one invariant clock),
         // whose offset wraps to 2^64 - 2^32 or more (the start would be a counter within
@@ -319,26 +337,35 @@ impl Phases {
             let d = x.wrapping_sub(start);
             (d < u64::from(u32::MAX)).then_some(d + 1)
         };
-        let (a, b, c) = (off(t[0])?, off(t[1])?, off(t[2])?);
-        if self.arg > u64::from(u32::MAX) || self.retries > 0xFFFF || step > 0xFFFF {
-            return None;
+        // The phase times are read one by one (volatile reads), as in `to_raw`.
+        // SAFETY: reads of this entry's own fields; `out` is writable (contract).
+        unsafe {
+            let Some(a) = off(std::ptr::read_volatile(&self.t[0])) else {
+                return false;
+            };
+            let Some(b) = off(std::ptr::read_volatile(&self.t[1])) else {
+                return false;
+            };
+            (&raw mut (*out).w[1]).write(a | b << 32);
+            let Some(c) = off(std::ptr::read_volatile(&self.t[2])) else {
+                return false;
+            };
+            (&raw mut (*out).w[2]).write(c);
+            if self.arg > u64::from(u32::MAX) || self.retries > 0xFFFF || step > 0xFFFF {
+                return false;
+            }
+            (&raw mut (*out).w[3]).write(whole_packed(self.arg, self.retries, step));
+            (&raw mut (*out).w[0]).write(start);
+            (&raw mut (*out).ts).write(ts);
+            (&raw mut (*out).id).write(self.id);
+            (&raw mut (*out).parent).write(parent);
+            (&raw mut (*out).op).write(OP_STOP);
+            (&raw mut (*out).kind).write(EventKind::ProxyStep as u8);
+            (&raw mut (*out).state).write(self.seen);
+            (&raw mut (*out).flags).write(RF_PHASES | RF_WHOLE | self.rflags);
+            (&raw mut (*out).ctx).write(ctx);
         }
-        Some(Raw {
-            ts,
-            id: self.id,
-            parent,
-            op: OP_STOP,
-            kind: EventKind::ProxyStep as u8,
-            state: self.seen,
-            flags: RF_PHASES | RF_WHOLE | self.rflags,
-            ctx,
-            w: [
-                self.start,
-                a | b << 32,
-                c,
-                whole_packed(self.arg, self.retries, step),
-            ],
-        })
+        true
     }
 }
 
