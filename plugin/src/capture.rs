@@ -18,6 +18,7 @@ use ncclprof_shared::kind::EventKind;
 
 use crate::Plugin;
 use crate::clock::{counter, now_raw};
+use crate::context::SlotsAt;
 use crate::handle;
 use crate::ring::{
     self, OP_START, OP_STATE, OP_STOP, RF_ARGS_NULL, RF_RESTARTED, Raw, RecentStart, Ring,
@@ -144,7 +145,7 @@ fn step_start(p: &Plugin, ring: &Ring, seq: u64, raw: &mut Raw) {
 /// panic guard around it costs nothing (BENCHMARKS.md §1, "A step's start without a call").
 #[inline(always)]
 pub fn step_start_short(
-    p: &'static Plugin,
+    contexts: SlotsAt,
     rings: &'static [Ring],
     ctx: *mut c_void,
     parent: u64,
@@ -153,7 +154,7 @@ pub fn step_start_short(
     if parent == 0 {
         return None; // RF_PARENT_NULL, and no restart check (`restarts_unannounced`)
     }
-    let ci = p.contexts.index_of(ctx)?;
+    let ci = contexts.index_of(ctx)?;
     let ring = ring::mine_by_id(rings, parent)?;
     // The clock before the ring's loads, as in `step_stop`.
     let ts = counter();

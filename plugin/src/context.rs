@@ -91,6 +91,24 @@ pub fn wire_id_of(i: u32, generation: u32) -> u32 {
 /// minute keeps the last 2.8 days'.
 pub const MAX_PAST: usize = 4096;
 
+/// The address of a [`Contexts`]' slots (they never move): [`SlotsAt::index_of`] is
+/// [`Contexts::index_of`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotsAt(pub usize);
+
+impl SlotsAt {
+    /// [`Contexts::index_of`] of the contexts whose slots lie here.
+    #[inline(always)]
+    pub fn index_of(self, ctx: *mut c_void) -> Option<u32> {
+        let size = std::mem::size_of::<Slot>();
+        let off = (ctx as usize).wrapping_sub(self.0);
+        if off >= size * MAX_CONTEXTS || !off.is_multiple_of(size) {
+            return None;
+        }
+        Some((off / size) as u32)
+    }
+}
+
 pub struct Contexts {
     slots: Box<[Slot]>,
     /// Communicators whose slots were reused, oldest first, at most [`MAX_PAST`]. Locked only
@@ -216,14 +234,13 @@ impl Contexts {
     /// misaligned pointers.
     #[inline(always)]
     pub fn index_of(&self, ctx: *mut c_void) -> Option<u32> {
-        let base = self.slots.as_ptr() as usize;
-        let p = ctx as usize;
-        let size = std::mem::size_of::<Slot>();
-        let off = p.wrapping_sub(base);
-        if off >= size * MAX_CONTEXTS || !off.is_multiple_of(size) {
-            return None;
-        }
-        Some((off / size) as u32)
+        self.slots_at().index_of(ctx)
+    }
+
+    /// Where the slots lie: [`Contexts::index_of`] without this (a ProxyStep's start on its
+    /// short path finds it beside the rings, `guard::short_paths_contexts`).
+    pub fn slots_at(&self) -> SlotsAt {
+        SlotsAt(self.slots.as_ptr() as usize)
     }
 
     pub fn get(&self, i: u32) -> Option<&Slot> {

@@ -191,13 +191,12 @@ fn start_v6_style(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> Ncc
     if h.is_null() || d.is_null() || unsafe { (*d).type_ } != PROXY_STEP_TYPE {
         return start_v6_general(c, h, d);
     }
-    if let Some(rings) = guard::short_paths()
-        && let Some(p) = crate::plugin()
-    {
+    if let Some(rings) = guard::short_paths() {
+        let contexts = guard::short_paths_contexts();
         // SAFETY: as above; its type selects the ProxyStep arm.
         let (parent, step) = unsafe { ((*d).parent_obj as u64, (*d).u.proxy_step.step as u32) };
         let mut id = None;
-        guard::call(|| id = capture::step_start_short(p, rings, c, parent, step));
+        guard::call(|| id = capture::step_start_short(contexts, rings, c, parent, step));
         if let Some(id) = id {
             // SAFETY: NCCL passes a valid handle slot (written once, spec §3.0).
             unsafe { *h = id as *mut c_void };

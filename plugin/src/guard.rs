@@ -6,22 +6,36 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use crate::Plugin;
 use crate::abi::{NCCL_SUCCESS, NcclResult};
+use crate::context::SlotsAt;
 use crate::ring::Ring;
 
 /// Whether the entry points record: false once a panic was caught or in a forked child (all
 /// entry points return at once); true otherwise, also before the first `init`, where they
 /// find no plugin state.
 static ON: AtomicBool = AtomicBool::new(true);
-/// The installed plugin's capture rings (their first), where NCCL's most frequent calls may
-/// take their short paths (a ProxyStep's start, states and stop:
-/// `capture::step_start_short`, `capture::step_state`, `capture::step_stop`): on,
-/// initialised, and the raw clock a counter read. NULL otherwise. One load tells a short
-/// path all three, and it is the rings' address itself, not the plugin's: the short path's
-/// chain of dependent loads to its step's phases entry is one load shorter
-/// (BENCHMARKS.md §1, "A step's start without a call").
-static SHORT_RINGS: AtomicPtr<Ring> = AtomicPtr::new(std::ptr::null_mut());
-/// How many rings [`SHORT_RINGS`] has (stored before it).
-static SHORT_RING_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Where NCCL's most frequent calls may take their short paths (a ProxyStep's start, states
+/// and stop: `capture::step_start_short`, `capture::step_state`, `capture::step_stop`), one
+/// static so that a short path finds all of it at one address.
+static SHORT: ShortPathsAt = ShortPathsAt {
+    rings: AtomicPtr::new(std::ptr::null_mut()),
+    count: AtomicUsize::new(0),
+    contexts: AtomicUsize::new(0),
+};
+
+#[repr(C)]
+struct ShortPathsAt {
+    /// The installed plugin's capture rings (their first), where the short paths may run: on,
+    /// initialised, and the raw clock a counter read. NULL otherwise. One load tells a short
+    /// path all three, and it is the rings' address itself, not the plugin's: the short
+    /// path's chain of dependent loads to its step's phases entry is one load shorter
+    /// (BENCHMARKS.md §1, "A step's start without a call").
+    rings: AtomicPtr<Ring>,
+    /// How many rings `rings` has (stored before it).
+    count: AtomicUsize,
+    /// Where the installed plugin's context slots lie (`context::SlotsAt`, stored before
+    /// `rings`): a step's start checks its context without the plugin's address.
+    contexts: AtomicUsize,
+}
 static LOGGED: AtomicBool = AtomicBool::new(false);
 
 #[inline(always)]
@@ -34,7 +48,7 @@ pub fn enabled() -> bool {
 /// (`None` otherwise).
 #[inline(always)]
 pub fn short_paths() -> Option<&'static [Ring]> {
-    let first = SHORT_RINGS.load(Ordering::Acquire);
+    let first = SHORT.rings.load(Ordering::Acquire);
     if first.is_null() {
         return None;
     }
@@ -42,10 +56,17 @@ pub fn short_paths() -> Option<&'static [Ring]> {
         crate::clock::counter_in_use(),
         "short paths without the counter"
     );
-    let count = SHORT_RING_COUNT.load(Ordering::Relaxed);
+    let count = SHORT.count.load(Ordering::Relaxed);
     // SAFETY: a non-null value is the first of the installed plugin's `count` rings (stored
     // before it, and seen here through the acquire), which live in a leaked Box, never freed.
     Some(unsafe { std::slice::from_raw_parts(first, count) })
+}
+
+/// Where the installed plugin's context slots lie, once [`short_paths`] returned its rings
+/// (stored before them, and seen through its acquire).
+#[inline(always)]
+pub fn short_paths_contexts() -> SlotsAt {
+    SlotsAt(SHORT.contexts.load(Ordering::Relaxed))
 }
 
 /// Turn the entry points on for the installed plugin `p` (`init`, once the clock source is
@@ -58,13 +79,16 @@ pub fn enable(p: &'static Plugin) {
     } else {
         std::ptr::null_mut()
     };
-    SHORT_RING_COUNT.store(rings.len(), Ordering::Relaxed);
-    SHORT_RINGS.store(first, Ordering::Release);
+    SHORT.count.store(rings.len(), Ordering::Relaxed);
+    SHORT
+        .contexts
+        .store(p.contexts.slots_at().0, Ordering::Relaxed);
+    SHORT.rings.store(first, Ordering::Release);
 }
 
 /// Turn the entry points off, without a log line (a forked child; a failed start).
 pub fn turn_off() {
-    SHORT_RINGS.store(std::ptr::null_mut(), Ordering::Relaxed);
+    SHORT.rings.store(std::ptr::null_mut(), Ordering::Relaxed);
     ON.store(false, Ordering::Relaxed);
 }
 
