@@ -73,8 +73,8 @@ fn load_unload_load_in_one_process() {
 #[test]
 fn fork_child_gets_fresh_state_and_parent_keeps_streaming() {
     let r = run("fork");
-    // 0: the inherited context records nothing in the child, the child's own init works and
-    // publishes the child's own entry.
+    // 0: the inherited context records nothing in the child, the child's own init works,
+    // publishes the child's own entry, and a viewer of the child gets the child's events.
     assert_eq!(r["child_code"], 0, "child result bits: {r}");
     assert_eq!(r["parent_streaming_after_fork"], true, "{r}");
     assert!(f(&r, "parent_colls_after_fork") >= 100.0);

@@ -270,6 +270,15 @@ fn fork(plugin: &Path) {
             ProcessEntry::read(&path).is_ok_and(|e| e.pid == cpid && !e.server.is_empty())
         }) {
             code |= 4;
+        } else {
+            // 8: a viewer of the child does not get the child's own collectives and steps
+            // (its rings and drain are its own, not the parent's copies).
+            let mut v = Viewer::attach(&dir(), cpid);
+            if !v.until(Duration::from_secs(10), |g| {
+                count_kind(g, EventKind::Coll) >= 20 && count_kind(g, EventKind::ProxyStep) >= 40
+            }) {
+                code |= 8;
+            }
         }
         lib.finalize(ctx2);
         // SAFETY: leave the child without running the parent's atexit handlers or destructors.
