@@ -256,8 +256,10 @@ fn announce(p: &Plugin, ring: &Ring, ph: &mut Phases, now: u64) {
 /// Record a ProxyStep's stop (most stops) on its short path, where `guard::short_paths`, the
 /// step is this thread's, its entry holds it, it was not announced, it fits one whole record
 /// and the ring takes that record without the push's cold work: the whole record, as
-/// `step_stopped` would push it. Returns false, having changed nothing, where any of that
-/// does not hold: the caller then records it the general way ([`stop`]). No call, as
+/// `step_stopped` would push it, written straight into its ring slot. Returns false where
+/// any of that does not hold, having changed nothing the drain or the general path can see
+/// (the slot may be partly written, but it is not published, and the next push writes it
+/// whole): the caller then records it the general way ([`stop`]). No call, as
 /// [`step_state`]'s short path.
 #[inline(always)]
 pub fn step_stop(rings: &'static [Ring], h: *mut c_void) -> bool {
@@ -282,7 +284,7 @@ pub fn step_stop(rings: &'static [Ring], h: *mut c_void) -> bool {
     if !unsafe { ph.write_whole(ring.slot_ptr(&slot), ts, parent, step, ctx) } {
         return false;
     }
-    // Closed before the push, which publishes it (as in `step_stopped`).
+    // Closed before the record is published (as in `step_stopped`).
     ring.close_step(seq);
     ph.id = 0; // free the entry
     ring.publish_at(slot);

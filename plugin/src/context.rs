@@ -238,7 +238,7 @@ impl Contexts {
     }
 
     /// Where the slots lie: [`Contexts::index_of`] without this (a ProxyStep's start on its
-    /// short path finds it beside the rings, `guard::short_paths_contexts`).
+    /// short path finds it beside the rings, `guard::ShortPaths::contexts`).
     pub fn slots_at(&self) -> SlotsAt {
         SlotsAt(self.slots.as_ptr() as usize)
     }

@@ -5,8 +5,9 @@
 //! `capture`; every body runs inside `guard::call`, so no panic reaches NCCL.
 //!
 //! The general paths that the short ones call last (`stop_general`, `record_v4_general`, …)
-//! are `extern "C"`, which cannot unwind (an unwind aborts in the function itself; none
-//! gets that far, `guard::call`). To the compiler a Rust function may unwind, and an entry
+//! are `extern "C"`, which cannot unwind (an unwind aborts in the function itself: as it
+//! did in the entry point before, for the little they run outside `guard::call`). To the
+//! compiler a Rust function may unwind, and an entry
 //! point, which must not, called it through an aborting landing pad, and that call made the
 //! entry point save registers on its short path too (a step's state saved one it did not
 //! use; BENCHMARKS.md §1, "Fewer instructions around the short paths").
@@ -191,8 +192,8 @@ fn start_v6_style(c: *mut c_void, h: *mut *mut c_void, d: *mut v6::Descr) -> Ncc
     if h.is_null() || d.is_null() || unsafe { (*d).type_ } != PROXY_STEP_TYPE {
         return start_v6_general(c, h, d);
     }
-    if let Some(rings) = guard::short_paths() {
-        let contexts = guard::short_paths_contexts();
+    if let Some(short) = guard::short_paths() {
+        let (rings, contexts) = (short.rings, short.contexts());
         // SAFETY: as above; its type selects the ProxyStep arm.
         let (parent, step) = unsafe { ((*d).parent_obj as u64, (*d).u.proxy_step.step as u32) };
         let mut id = None;
@@ -262,11 +263,11 @@ fn step_short_path(h: *mut c_void, f: impl FnOnce(&'static [Ring]) -> bool) -> b
     if !handle::is_kind(h as u64, EventKind::ProxyStep) {
         return false;
     }
-    let Some(rings) = guard::short_paths() else {
+    let Some(short) = guard::short_paths() else {
         return false;
     };
     let mut recorded = false;
-    guard::call(|| recorded = f(rings));
+    guard::call(|| recorded = f(short.rings));
     recorded
 }
 

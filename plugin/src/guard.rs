@@ -43,11 +43,27 @@ pub fn enabled() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
+/// Where the short paths may run, as [`short_paths`] hands it out.
+#[derive(Clone, Copy)]
+pub struct ShortPaths {
+    /// The installed plugin's capture rings.
+    pub rings: &'static [Ring],
+}
+
+impl ShortPaths {
+    /// Where the installed plugin's context slots lie (stored before the rings, and seen
+    /// through [`short_paths`]' acquire, which handed out `self`).
+    #[inline(always)]
+    pub fn contexts(self) -> SlotsAt {
+        SlotsAt(SHORT.contexts.load(Ordering::Relaxed))
+    }
+}
+
 /// The installed plugin's capture rings, where the short paths, which read the counter
 /// inline and make no call, may run: on, initialised, and the raw clock a counter read
 /// (`None` otherwise).
 #[inline(always)]
-pub fn short_paths() -> Option<&'static [Ring]> {
+pub fn short_paths() -> Option<ShortPaths> {
     let first = SHORT.rings.load(Ordering::Acquire);
     if first.is_null() {
         return None;
@@ -59,14 +75,8 @@ pub fn short_paths() -> Option<&'static [Ring]> {
     let count = SHORT.count.load(Ordering::Relaxed);
     // SAFETY: a non-null value is the first of the installed plugin's `count` rings (stored
     // before it, and seen here through the acquire), which live in a leaked Box, never freed.
-    Some(unsafe { std::slice::from_raw_parts(first, count) })
-}
-
-/// Where the installed plugin's context slots lie, once [`short_paths`] returned its rings
-/// (stored before them, and seen through its acquire).
-#[inline(always)]
-pub fn short_paths_contexts() -> SlotsAt {
-    SlotsAt(SHORT.contexts.load(Ordering::Relaxed))
+    let rings = unsafe { std::slice::from_raw_parts(first, count) };
+    Some(ShortPaths { rings })
 }
 
 /// Turn the entry points on for the installed plugin `p` (`init`, once the clock source is

@@ -1112,7 +1112,7 @@ extern "C" fn release_on_thread_exit(p: *mut libc::c_void) {
 }
 
 /// A ring slot the next push may write without the push's cold work ([`Ring::plain_slot`]),
-/// used once ([`Ring::push_at`] takes it).
+/// used once ([`Ring::push_at`] or [`Ring::publish_at`] takes it).
 #[must_use]
 pub struct PlainSlot {
     head: u64,

@@ -736,6 +736,44 @@ mod tests {
         );
     }
 
+    /// `write_whole` writes every byte of the record where the step fits: over a slot full
+    /// of another record's bytes, the whole record, as `to_whole` builds it field by field.
+    #[test]
+    fn a_whole_record_written_in_place_leaves_no_old_byte() {
+        let ph = Phases {
+            id: 42,
+            start: 1000,
+            t: [1000, 2000, 3000],
+            arg: 4096,
+            retries: 3,
+            seen: 0x67,
+            announced: false,
+            rflags: RF_RESTARTED,
+            key: 7,
+        };
+        let mut slot = std::mem::MaybeUninit::<Raw>::uninit();
+        // SAFETY: a local's storage, written whole (0xAA in every byte) before the write.
+        unsafe { slot.as_mut_ptr().cast::<u8>().write_bytes(0xAA, 64) };
+        // SAFETY: as above; read back only where it says it wrote the record.
+        let r = unsafe {
+            assert!(ph.write_whole(slot.as_mut_ptr(), 4000, 0xABC, 9, 5));
+            slot.assume_init()
+        };
+        let want = Raw {
+            ts: 4000,
+            id: 42,
+            parent: 0xABC,
+            op: OP_STOP,
+            kind: EventKind::ProxyStep as u8,
+            state: 0x67,
+            flags: RF_PHASES | RF_WHOLE | RF_RESTARTED,
+            ctx: 5,
+            w: [1000, 1 | 1001 << 32, 2001, whole_packed(4096, 3, 9)],
+        };
+        assert_eq!(r, want);
+        assert_eq!(ph.to_whole(4000, 0xABC, 9, 5), Some(want));
+    }
+
     #[test]
     fn states_of_other_kinds_leave_an_entry_untouched() {
         let mut ph = Phases::default();

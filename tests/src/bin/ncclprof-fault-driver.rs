@@ -245,42 +245,9 @@ fn fork(plugin: &Path) {
     // code of this single-purpose process, then leaves with _exit.
     let child = unsafe { libc::fork() };
     if child == 0 {
-        let mut code = 0;
-        // 1: the inherited context still records in the child (it must not).
-        if !lib
-            .start(ctx, &mut coll_descr(1, std::ptr::null_mut()))
-            .is_null()
-        {
-            code |= 1;
-        }
-        lib.stop(open);
-        lib.record(open, st::PROXY_OP_IN_PROGRESS, Some(0));
-        // 2: the child initialises a communicator of its own: fresh state, its own entry.
-        let ctx2 = lib.init(0xc1, c"child", 0);
-        if ctx2.is_null() {
-            code |= 2;
-        }
-        for s in 0..20 {
-            lib.op_cycle(ctx2, s, 2);
-        }
-        let cpid = std::process::id();
-        let path = ProcessEntry::path(&dir(), cpid);
-        // 4: no entry of the child's own with a server.
-        if !wait_for(Duration::from_secs(5), || {
-            ProcessEntry::read(&path).is_ok_and(|e| e.pid == cpid && !e.server.is_empty())
-        }) {
-            code |= 4;
-        } else {
-            // 8: a viewer of the child does not get the child's own collectives and steps
-            // (its rings and drain are its own, not the parent's copies).
-            let mut v = Viewer::attach(&dir(), cpid);
-            if !v.until(Duration::from_secs(10), |g| {
-                count_kind(g, EventKind::Coll) >= 20 && count_kind(g, EventKind::ProxyStep) >= 40
-            }) {
-                code |= 8;
-            }
-        }
-        lib.finalize(ctx2);
+        // A panic here (a failed `Viewer::attach`) must not unwind into the parent's code:
+        // 16, and out with _exit like every other result.
+        let code = std::panic::catch_unwind(|| fork_child(&lib, ctx, open)).unwrap_or(16);
         // SAFETY: leave the child without running the parent's atexit handlers or destructors.
         unsafe { libc::_exit(code) };
     }
@@ -288,7 +255,8 @@ fn fork(plugin: &Path) {
     let mut status = 0;
     let t = Instant::now();
     let mut child_code = None;
-    while t.elapsed() < Duration::from_secs(15) {
+    // Longer than the child's own waits (5 s for its entry, 8 s for its viewer's records).
+    while t.elapsed() < Duration::from_secs(25) {
         // SAFETY: waitpid on our child with a valid status pointer.
         let r = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
         if r == child {
@@ -300,6 +268,13 @@ fn fork(plugin: &Path) {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+    if child_code.is_none() {
+        // SAFETY: kill and reap our own child, which did not finish in time.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, &mut status, 0);
+        }
     }
     // The parent keeps streaming.
     lib.stop(open);
@@ -332,6 +307,57 @@ fn fork(plugin: &Path) {
         "parent_entry_pid_ok": entry.map(|e| e.pid == me),
     }));
     lib.finalize(ctx);
+}
+
+/// The forked child of [`fork`]: its result bits (0 = all as it should be).
+fn fork_child(lib: &V6, ctx: *mut c_void, open: *mut c_void) -> i32 {
+    let mut code = 0;
+    // 1: the inherited context still records in the child (it must not).
+    if !lib
+        .start(ctx, &mut coll_descr(1, std::ptr::null_mut()))
+        .is_null()
+    {
+        code |= 1;
+    }
+    lib.stop(open);
+    lib.record(open, st::PROXY_OP_IN_PROGRESS, Some(0));
+    // 2: the child initialises a communicator of its own: fresh state, its own entry.
+    let ctx2 = lib.init(0xc1, c"child", 0);
+    if ctx2.is_null() {
+        code |= 2;
+    }
+    // Sequence numbers the parent never uses (it uses 0..50, 999 and 1000..1100).
+    let child_seqs = 5000..5020;
+    for s in child_seqs.clone() {
+        lib.op_cycle(ctx2, s, 2);
+    }
+    let cpid = std::process::id();
+    let path = ProcessEntry::path(&dir(), cpid);
+    // 4: no entry of the child's own with a server.
+    if !wait_for(Duration::from_secs(5), || {
+        ProcessEntry::read(&path).is_ok_and(|e| e.pid == cpid && !e.server.is_empty())
+    }) {
+        code |= 4;
+    } else {
+        // 8: a viewer of the child does not get the child's own collectives and steps, or
+        // gets a collective of the parent's (from rings or history copied by the fork).
+        let mut v = Viewer::attach(&dir(), cpid);
+        let colls = |g: &Received, mine: bool| {
+            g.records()
+                .iter()
+                .filter(|r| r.kind == EventKind::Coll as u8)
+                .filter(|r| child_seqs.contains(&r.p[0]) == mine)
+                .count()
+        };
+        let got = v.until(Duration::from_secs(8), |g| {
+            colls(g, true) >= 20 && count_kind(g, EventKind::ProxyStep) >= 40
+        });
+        if !got || colls(&v.got, false) != 0 {
+            code |= 8;
+        }
+    }
+    lib.finalize(ctx2);
+    code
 }
 
 // ------------------------------------------------------------------ bad input
