@@ -7,10 +7,10 @@
 //! The general paths that the short ones call last (`stop_general`, `record_v4_general`, …)
 //! are `extern "C"`, which cannot unwind (an unwind aborts in the function itself: as it
 //! did in the entry point before, for the little they run outside `guard::call`). To the
-//! compiler a Rust function may unwind, and an entry
-//! point, which must not, called it through an aborting landing pad, and that call made the
-//! entry point save registers on its short path too (a step's state saved one it did not
-//! use; BENCHMARKS.md §1, "Fewer instructions around the short paths").
+//! compiler a Rust function may unwind, and an entry point, which must not, called it
+//! through an aborting landing pad, and that call made the entry point save registers on
+//! its short path too (a step's state saved one it did not use; BENCHMARKS.md §1, "Fewer
+//! instructions around the short paths").
 
 use std::ffi::{c_char, c_int, c_void};
 

@@ -123,8 +123,8 @@ impl Phases {
 
     /// [`Phases::record`] with the time read by `now` where the state uses it (exactly where
     /// [`Phases::needs_time`] says so), in one dispatch on the state: NCCL's thread asking
-    /// `needs_time` first and then recording made two (`capture::state`).
-    /// Whether the state is one a step has (see [`Phases::record_timed`]).
+    /// `needs_time` first and then recording made two (`capture::state`). Whether the state
+    /// is one a step has (see [`Phases::record_timed`]).
     #[inline(always)]
     pub fn record_now(&mut self, state: i32, arg: u64, mut now: impl FnMut() -> u64) -> bool {
         let t = if Self::always_needs_time(state) {
